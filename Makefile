@@ -1,0 +1,36 @@
+# The two entry points: `make demo` and `make test`. Each bootstraps .venv when missing.
+PYTHON ?= python3
+VENV := .venv
+BIN := $(VENV)/bin
+STAMP := $(VENV)/.installed
+# Nothing is fetched from a model or data hub at run time.
+export HF_HUB_OFFLINE := 1
+export HF_DATASETS_OFFLINE := 1
+export TOKENIZERS_PARALLELISM := false
+
+.PHONY: setup demo test lint bench clean
+
+$(STAMP): pyproject.toml constraints.txt
+	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
+	$(BIN)/pip install -q --upgrade pip
+	# torch first and pinned: an unpinned torch pulls a multi-GB CUDA build.
+	$(BIN)/pip install -q torch==2.13.0
+	$(BIN)/pip install -q -c constraints.txt -e '.[dev]'
+	touch $(STAMP)
+
+setup: $(STAMP)
+
+demo: setup
+	$(BIN)/metaxlm run configs/demo.yaml
+
+test: setup
+	$(BIN)/pytest
+
+lint: setup
+	$(BIN)/ruff check src tests bench
+
+bench: setup
+	$(BIN)/python bench/run_all.py
+
+clean:
+	rm -rf runs .pytest_cache

@@ -1,0 +1,2 @@
+"""metaxlm: cross-lingual language-model meta-pretraining and evaluation."""
+__version__ = "0.1.0"

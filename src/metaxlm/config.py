@@ -1,0 +1,191 @@
+"""Typed run configuration: YAML files validated into pydantic models, with `key.sub=value` overrides.
+
+Unknown keys and wrong types are errors that name the key (e.g. `vocab.size: Input should be a valid
+integer`). Override values are parsed as YAML scalars, so `vocab.size=8000`, `data.alpha=0.3`,
+`data.languages=[en,de]` and `data.skip_bad=true` all get their natural types.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any, Literal
+
+import yaml
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
+
+from metaxlm.errors import ConfigError
+from metaxlm.languages import check_language
+
+
+class Strict(BaseModel):
+    # strict: no silent str->int coercion; forbid: a misspelt key is an error, not ignored.
+    model_config = ConfigDict(extra="forbid", strict=True, validate_default=True)
+
+
+class CorpusSpec(Strict):
+    """One monolingual corpus: a file, a directory of files, an HF `save_to_disk` dir, or `hub:NAME[:CONFIG]`."""
+
+    path: str
+    format: Literal["auto", "text", "jsonl", "arrow", "hub"] = "auto"
+    text_field: str = "text"
+    unit: Literal["line", "document"] = "line"
+    split: str = "train"
+
+
+class ParallelSpec(Strict):
+    """Parallel text: one TSV (`path`) or two line-aligned files (`src` and `tgt`)."""
+
+    path: str | None = None
+    src: str | None = None
+    tgt: str | None = None
+
+    @model_validator(mode="after")
+    def _one_layout(self) -> ParallelSpec:
+        if (self.path is None) == (self.src is None or self.tgt is None):
+            raise ValueError("give either `path` (a TSV) or both `src` and `tgt` (line-aligned files)")
+        return self
+
+
+class DataConfig(Strict):
+    languages: list[str]
+    # A string is a path template with `{lang}`; a mapping gives one corpus per language.
+    mono: str | dict[str, str | CorpusSpec] = Field(default_factory=dict)
+    # Template keys use `{lang}` for the non-English side, e.g. `parallel/en-{lang}.tsv.xz`.
+    parallel: str | dict[str, str | ParallelSpec] = Field(default_factory=dict)
+    pivot: str = "en"
+    alpha: float = Field(0.7, ge=0.0, le=1.0)
+    skip_bad: bool = False
+
+    @field_validator("languages")
+    @classmethod
+    def _known_languages(cls, langs: list[str]) -> list[str]:
+        for lang in langs:
+            check_language(lang)
+        if len(set(langs)) != len(langs):
+            raise ValueError("duplicate language codes")
+        return langs
+
+    def mono_corpora(self) -> dict[str, CorpusSpec]:
+        if isinstance(self.mono, str):
+            return {lang: CorpusSpec(path=self.mono.format(lang=lang)) for lang in self.languages}
+        out = {}
+        for lang, spec in self.mono.items():
+            check_language(lang, "data.mono")
+            out[lang] = CorpusSpec(path=spec) if isinstance(spec, str) else spec
+        return out
+
+    def parallel_corpora(self) -> dict[str, ParallelSpec]:
+        """Keyed `en-xx`."""
+        if isinstance(self.parallel, str):
+            if not self.parallel:
+                return {}
+            return {
+                f"{self.pivot}-{lang}": ParallelSpec(path=self.parallel.format(lang=lang))
+                for lang in self.languages
+                if lang != self.pivot
+            }
+        out = {}
+        for pair, spec in self.parallel.items():
+            parts = pair.split("-")
+            if len(parts) != 2:
+                raise ValueError(f"data.parallel: key {pair!r} is not of the form src-tgt")
+            for lang in parts:
+                check_language(lang, f"data.parallel.{pair}")
+            out[pair] = ParallelSpec(path=spec) if isinstance(spec, str) else spec
+        return out
+
+
+class VocabConfig(Strict):
+    # train: sentencepiece unigram over the alpha-sampled corpus; load: an existing spm model or HF tokenizer dir.
+    mode: Literal["train", "load"] = "train"
+    path: str | None = None
+    size: int = Field(16000, gt=10)
+    model_type: Literal["unigram", "bpe"] = "unigram"
+    character_coverage: float = Field(0.9995, gt=0.0, le=1.0)
+    sample_sentences: int = Field(300_000, gt=0)
+    trim: bool = False
+    trim_min_count: int = Field(1, ge=1)
+
+    @model_validator(mode="after")
+    def _load_needs_path(self) -> VocabConfig:
+        if self.mode == "load" and not self.path:
+            raise ValueError("vocab.mode=load needs vocab.path (a sentencepiece .model or an HF tokenizer dir)")
+        return self
+
+
+class PrepareConfig(Strict):
+    num_proc: int = Field(2, ge=1)
+    max_shard_size: str = "64MB"
+    batch_size: int = Field(1000, ge=1)
+    writer_batch_size: int = Field(1000, ge=1)
+
+
+class RunConfig(Strict):
+    output_dir: str
+    seed: int = 0
+    stages: list[Literal["vocab", "prepare", "stats"]] = Field(default_factory=lambda: ["vocab", "prepare", "stats"])
+    data: DataConfig
+    vocab: VocabConfig = Field(default_factory=VocabConfig)
+    prepare: PrepareConfig = Field(default_factory=PrepareConfig)
+
+
+def apply_override(tree: dict[str, Any], override: str) -> None:
+    """Apply one `a.b.c=value` override to a nested dict (value parsed as a YAML scalar/flow)."""
+    if "=" not in override:
+        raise ConfigError(f"override {override!r} is not of the form key.sub=value")
+    key, raw = override.split("=", 1)
+    parts = key.strip().split(".")
+    if not all(parts):
+        raise ConfigError(f"override {override!r}: empty key part")
+    try:
+        value = yaml.safe_load(raw) if raw.strip() else ""
+    except yaml.YAMLError as err:
+        raise ConfigError(f"override {key}: cannot parse value {raw!r}: {err}") from None
+    node = tree
+    for i, part in enumerate(parts[:-1]):
+        child = node.setdefault(part, {})
+        if not isinstance(child, dict):
+            raise ConfigError(f"override {key}: {'.'.join(parts[: i + 1])} is not a section")
+        node = child
+    node[parts[-1]] = value
+
+
+def _format_errors(err: ValidationError, source: str) -> str:
+    lines = []
+    for e in err.errors():
+        key = ".".join(str(p) for p in e["loc"] if not str(p).startswith("function-")) or "(top level)"
+        msg = "unknown key" if e["type"] == "extra_forbidden" else e["msg"]
+        lines.append(f"  {key}: {msg}")
+    return f"invalid config {source}:\n" + "\n".join(lines)
+
+
+def load_config(path: str | Path | None, overrides: list[str] = (), model: type[Strict] = RunConfig) -> Strict:
+    """Read YAML (safe_load), apply overrides, validate. Raises ConfigError naming each bad key."""
+    tree: dict[str, Any] = {}
+    source = "(overrides only)"
+    if path is not None:
+        source = str(path)
+        try:
+            text = Path(path).read_text(encoding="utf-8")
+        except OSError as err:
+            raise ConfigError(f"cannot read config {path}: {err.strerror}") from None
+        try:
+            tree = yaml.safe_load(text) or {}
+        except yaml.YAMLError as err:
+            raise ConfigError(f"{path}: not valid YAML: {err}") from None
+        if not isinstance(tree, dict):
+            raise ConfigError(f"{path}: top level must be a mapping of keys")
+    for override in overrides:
+        apply_override(tree, override)
+    try:
+        return model.model_validate(tree)
+    except ValidationError as err:
+        raise ConfigError(_format_errors(err, source)) from None
+    except ValueError as err:  # raised by helper validators outside pydantic's wrapping
+        raise ConfigError(f"invalid config {source}: {err}") from None
+
+
+def dump_config(config: BaseModel, path: Path) -> None:
+    from metaxlm.io import atomic_write_text
+
+    atomic_write_text(path, yaml.safe_dump(config.model_dump(mode="json"), sort_keys=False, allow_unicode=True))

@@ -1,0 +1,1 @@
+"""Data layer: readers, language sampling, Arrow preparation, statistics and the demo bundle."""

@@ -1,0 +1,92 @@
+"""Corpus access: turns a CorpusSpec / ParallelSpec from the config into streams of text.
+
+Sources: text/JSONL files (also .gz/.xz), directories of such files, HF `datasets` saved with
+`save_to_disk` (Arrow), and the HF hub (`hub:NAME[:CONFIG]`, streamed; needs network, which users have).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from pathlib import Path
+
+from metaxlm.config import CorpusSpec, ParallelSpec
+from metaxlm.errors import DataError, SkipReport
+from metaxlm.data import readers
+
+
+def _files(path: Path) -> list[Path]:
+    if path.is_dir():
+        files = sorted(p for p in path.rglob("*") if p.is_file() and not p.name.startswith("."))
+        if not files:
+            raise DataError(path, None, "directory holds no files")
+        return files
+    if not path.exists():
+        raise DataError(path, None, "no such file")
+    return [path]
+
+
+def _is_arrow_dir(path: Path) -> bool:
+    return path.is_dir() and ((path / "dataset_info.json").exists() or (path / "dataset_dict.json").exists())
+
+
+def _fmt(spec: CorpusSpec) -> str:
+    if spec.format != "auto":
+        return spec.format
+    if spec.path.startswith("hub:"):
+        return "hub"
+    if _is_arrow_dir(Path(spec.path)):
+        return "arrow"
+    return "auto"
+
+
+def _arrow_split(spec: CorpusSpec):
+    import datasets
+
+    ds = datasets.load_from_disk(spec.path)
+    if isinstance(ds, datasets.DatasetDict):
+        if spec.split not in ds:
+            raise DataError(spec.path, None, f"no split {spec.split!r} (has: {', '.join(ds)})")
+        ds = ds[spec.split]
+    if spec.text_field not in ds.column_names:
+        raise DataError(spec.path, None, f"no column {spec.text_field!r} (has: {', '.join(ds.column_names)})")
+    return ds
+
+
+def iter_texts(spec: CorpusSpec, *, skip_bad: bool = False, report: SkipReport | None = None) -> Iterator[str]:
+    fmt = _fmt(spec)
+    if fmt == "arrow":
+        ds = _arrow_split(spec)
+        for batch in ds.iter(batch_size=1000):
+            yield from (t for t in batch[spec.text_field] if t and t.strip())
+    elif fmt == "hub":
+        import datasets
+
+        name, _, conf = spec.path.removeprefix("hub:").partition(":")
+        ds = datasets.load_dataset(name, conf or None, split=spec.split, streaming=True)
+        yield from (row[spec.text_field] for row in ds if row[spec.text_field].strip())
+    else:
+        for f in _files(Path(spec.path)):
+            yield from readers.read_corpus(f, fmt=fmt, text_field=spec.text_field, unit=spec.unit,
+                                           skip_bad=skip_bad, report=report)
+
+
+def count_texts(spec: CorpusSpec) -> int:
+    """Number of examples N_i used for α-sampling (lines, documents or rows)."""
+    fmt = _fmt(spec)
+    if fmt == "arrow":
+        return _arrow_split(spec).num_rows
+    if fmt in ("auto", "text") and spec.unit == "line":
+        # Fast path: non-blank line count without decoding (readers validate when the text is used).
+        return sum(readers.count_lines(f) for f in _files(Path(spec.path)))
+    return sum(1 for _ in iter_texts(spec, skip_bad=True, report=SkipReport()))
+
+
+def iter_pairs(spec: ParallelSpec, *, skip_bad: bool = False,
+               report: SkipReport | None = None) -> Iterator[tuple[str, str]]:
+    if spec.path is not None:
+        return readers.read_parallel(spec.path, skip_bad=skip_bad, report=report)
+    return readers.read_parallel(spec.src, spec.tgt, skip_bad=skip_bad, report=report)
+
+
+def count_pairs(spec: ParallelSpec) -> int:
+    return readers.count_lines(spec.path if spec.path is not None else spec.src)

@@ -1,0 +1,82 @@
+"""`metaxlm run CONFIG`: the pipeline stages in order, each writing under the run's output directory.
+
+Stages so far: vocab (train or load the shared vocabulary) → prepare (tokenize into Arrow) → stats.
+Later stages (pretraining, fine-tuning, evaluation, report) plug in here.
+"""
+
+from __future__ import annotations
+
+import shutil
+from pathlib import Path
+
+from metaxlm.config import RunConfig
+from metaxlm.data.prepare import prepare_corpora
+from metaxlm.data.stats import corpus_stats, format_stats
+from metaxlm.io import atomic_write_json
+from metaxlm.runinfo import write_run_info
+from metaxlm.vocab import load_tokenizer, save_spm_as_hf, train_vocab, trim_vocab
+from metaxlm.vocab.load import SPM_FILE
+
+
+def vocab_dir(cfg: RunConfig) -> Path:
+    return Path(cfg.output_dir) / "vocab"
+
+
+def prepared_dir(cfg: RunConfig) -> Path:
+    return Path(cfg.output_dir) / "prepared"
+
+
+def stage_vocab(cfg: RunConfig, progress: bool = True) -> dict:
+    out = vocab_dir(cfg)
+    corpora = cfg.data.mono_corpora()
+    if cfg.vocab.mode == "train":
+        info = train_vocab(corpora, cfg.vocab, out, alpha=cfg.data.alpha, seed=cfg.seed,
+                           skip_bad=cfg.data.skip_bad, progress=progress)
+    else:
+        src = Path(cfg.vocab.path)
+        if src.is_file():
+            save_spm_as_hf(src, out)
+        else:
+            tok = load_tokenizer(src)
+            out.mkdir(parents=True, exist_ok=True)
+            tok.save_pretrained(str(out))
+            if (src / SPM_FILE).exists():
+                shutil.copyfile(src / SPM_FILE, out / SPM_FILE)
+        info = {"vocab_size": len(load_tokenizer(out)), "loaded_from": str(src)}
+    if cfg.vocab.trim:
+        from metaxlm.data.corpus import iter_texts
+
+        texts = (t for spec in corpora.values() for t in iter_texts(spec, skip_bad=cfg.data.skip_bad))
+        trimmed = out.with_name("vocab.trimmed")
+        info["trim"] = trim_vocab(out, texts, trimmed, min_count=cfg.vocab.trim_min_count, progress=progress)
+        shutil.rmtree(out)
+        trimmed.rename(out)
+    print(f"vocabulary: {info['vocab_size']:,} pieces -> {out}")
+    return info
+
+
+def stage_prepare(cfg: RunConfig, progress: bool = True) -> dict:
+    meta = prepare_corpora(cfg.data.mono_corpora(), cfg.data.parallel_corpora(), vocab_dir(cfg),
+                           prepared_dir(cfg), cfg.prepare, skip_bad=cfg.data.skip_bad, progress=progress)
+    skipped = sum(v["skipped_bad_lines"] for kind in ("mono", "parallel") for v in meta[kind].values())
+    if skipped:
+        print(f"prepare: skipped {skipped} bad lines (see {prepared_dir(cfg) / 'meta.json'})")
+    return meta
+
+
+def stage_stats(cfg: RunConfig, progress: bool = True) -> dict:
+    stats = corpus_stats(cfg.data, prepared_dir(cfg))
+    atomic_write_json(Path(cfg.output_dir) / "stats.json", stats)
+    print(format_stats(stats))
+    return stats
+
+
+STAGES = {"vocab": stage_vocab, "prepare": stage_prepare, "stats": stage_stats}
+
+
+def run(cfg: RunConfig, progress: bool = True) -> None:
+    write_run_info(cfg.output_dir, cfg)
+    for name in cfg.stages:
+        print(f"== stage {name}")
+        STAGES[name](cfg, progress=progress)
+    print(f"run finished: {cfg.output_dir}")
