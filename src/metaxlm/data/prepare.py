@@ -20,7 +20,7 @@ from tqdm import tqdm
 
 from metaxlm.config import CorpusSpec, ParallelSpec, PrepareConfig
 from metaxlm.data.corpus import iter_pairs, iter_texts
-from metaxlm.errors import SkipReport
+from metaxlm.errors import DataError, SkipReport
 from metaxlm.io import atomic_dir, atomic_write_json
 
 
@@ -40,6 +40,22 @@ def _save_report(report: SkipReport, path: str | None) -> None:
         Path(path).write_text(json.dumps({"skipped": report.skipped, "examples": report.examples}))
 
 
+def _keep_data_errors(gen):
+    """Worker exceptions reach the parent wrapped by `datasets` (and, across processes, without their
+    cause); park a DataError in a file so the parent can re-raise the user-facing message."""
+
+    def wrapped(*args, **kwargs):
+        try:
+            yield from gen(*args, **kwargs)
+        except DataError as err:
+            error_file = Path(kwargs["report_path"][0] + f".error-{kwargs['worker'][0]}")
+            error_file.write_text(json.dumps([err.path, err.line, err.message]))
+            raise
+
+    return wrapped
+
+
+@_keep_data_errors
 def _gen_mono(spec, worker, num_workers, tokenizer_dir, batch_size, skip_bad, report_path):
     # datasets hands each process a sub-list of every gen_kwargs list: one worker id per process here.
     from metaxlm.vocab import load_tokenizer
@@ -54,6 +70,7 @@ def _gen_mono(spec, worker, num_workers, tokenizer_dir, batch_size, skip_bad, re
     _save_report(report, report_path[0] if w == 0 else None)
 
 
+@_keep_data_errors
 def _gen_parallel(spec, worker, num_workers, tokenizer_dir, batch_size, skip_bad, report_path):
     from metaxlm.vocab import load_tokenizer
 
@@ -89,10 +106,15 @@ def _build_one(kind, spec, tokenizer_dir, dest, cfg: PrepareConfig, skip_bad, wo
         "tokenizer_dir": [str(tokenizer_dir)] * n, "batch_size": [cfg.batch_size] * n,
         "skip_bad": [skip_bad] * n, "report_path": [report_path] * n,
     }
-    ds = datasets.Dataset.from_generator(
-        gen, features=_features(kind), gen_kwargs=kwargs, num_proc=n if n > 1 else None,
-        cache_dir=str(work / "cache"), writer_batch_size=cfg.writer_batch_size, keep_in_memory=False,
-    )
+    try:
+        ds = datasets.Dataset.from_generator(
+            gen, features=_features(kind), gen_kwargs=kwargs, num_proc=n if n > 1 else None,
+            cache_dir=str(work / "cache"), writer_batch_size=cfg.writer_batch_size, keep_in_memory=False,
+        )
+    except Exception:
+        for error_file in sorted(work.glob(f"skips-{dest.name}.json.error-*")):
+            raise DataError(*json.loads(error_file.read_text())) from None
+        raise
     ds.save_to_disk(str(dest), max_shard_size=cfg.max_shard_size)
     skipped = json.loads(Path(report_path).read_text()) if Path(report_path).exists() else {"skipped": 0}
     lengths = ds.with_format("numpy")["length"] if len(ds) else []

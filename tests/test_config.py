@@ -1,0 +1,99 @@
+import pytest
+
+from metaxlm.config import RunConfig, apply_override, load_config
+from metaxlm.errors import ConfigError
+
+BASE = """
+output_dir: runs/x
+data:
+  languages: [en, de]
+  mono: corpus/{lang}.txt
+  parallel: corpus/en-{lang}.tsv
+"""
+
+
+@pytest.fixture
+def cfg_file(tmp_path):
+    p = tmp_path / "c.yaml"
+    p.write_text(BASE)
+    return p
+
+
+def test_load_and_defaults(cfg_file):
+    cfg = load_config(cfg_file)
+    assert isinstance(cfg, RunConfig)
+    assert cfg.data.alpha == 0.7 and cfg.vocab.size == 16000
+    assert {k: v.path for k, v in cfg.data.mono_corpora().items()} == {"en": "corpus/en.txt", "de": "corpus/de.txt"}
+    assert list(cfg.data.parallel_corpora()) == ["en-de"]
+    assert cfg.data.parallel_corpora()["en-de"].path == "corpus/en-de.tsv"
+
+
+def test_overrides_get_natural_types(cfg_file):
+    cfg = load_config(cfg_file, ["vocab.size=8000", "data.alpha=0.3", "data.skip_bad=true",
+                                 "data.languages=[en, de, fr]", "prepare.num_proc=1"])
+    assert cfg.vocab.size == 8000 and cfg.data.alpha == 0.3 and cfg.data.skip_bad is True
+    assert cfg.data.languages == ["en", "de", "fr"] and cfg.prepare.num_proc == 1
+
+
+def test_override_into_mapping(cfg_file):
+    cfg = load_config(cfg_file, ["data.mono={}", "data.mono.de=other/de.txt"])
+    assert cfg.data.mono_corpora()["de"].path == "other/de.txt"
+
+
+@pytest.mark.parametrize(("override", "needle"), [
+    ("vocab.sise=100", "vocab.sise: unknown key"),
+    ("vocab.size=abc", "vocab.size: Input should be a valid integer"),
+    ("vocab.size=5", "vocab.size: Input should be greater than 10"),
+    ("data.alpha=2", "data.alpha: Input should be less than or equal to 1"),
+    ("data.skip_bad=maybe", "data.skip_bad: Input should be a valid boolean"),
+    ("data.languages=[en, xx]", "unknown language code 'xx'"),
+    ("stages=[vocab, train]", "stages.1"),
+    ("vocab.mode=load", "vocab.mode=load needs vocab.path"),
+])
+def test_bad_values_name_the_key(cfg_file, override, needle):
+    with pytest.raises(ConfigError) as err:
+        load_config(cfg_file, [override])
+    assert needle in str(err.value)
+
+
+def test_unknown_top_level_key_in_file(tmp_path):
+    p = tmp_path / "c.yaml"
+    p.write_text(BASE + "tokenizer: foo\n")
+    with pytest.raises(ConfigError, match="tokenizer: unknown key"):
+        load_config(p)
+
+
+def test_missing_required_key(tmp_path):
+    p = tmp_path / "c.yaml"
+    p.write_text("data:\n  languages: [en]\n")
+    with pytest.raises(ConfigError, match="output_dir: Field required"):
+        load_config(p)
+
+
+def test_bad_yaml_and_missing_file(tmp_path):
+    p = tmp_path / "c.yaml"
+    p.write_text("a: [1, 2\n")
+    with pytest.raises(ConfigError, match="not valid YAML"):
+        load_config(p)
+    with pytest.raises(ConfigError, match="cannot read config"):
+        load_config(tmp_path / "nope.yaml")
+
+
+def test_malformed_override():
+    with pytest.raises(ConfigError, match="not of the form"):
+        apply_override({}, "vocab.size")
+    with pytest.raises(ConfigError, match="is not a section"):
+        apply_override({"a": 1}, "a.b=2")
+
+
+def test_unknown_language_in_mapping(cfg_file):
+    cfg = load_config(cfg_file, ["data.mono={}", "data.mono.qq=x.txt"])
+    with pytest.raises(ValueError, match="data.mono: unknown language code 'qq'"):
+        cfg.data.mono_corpora()
+
+
+def test_real_configs_validate():
+    from pathlib import Path
+
+    for path in sorted((Path(__file__).resolve().parents[1] / "configs").glob("*.yaml")):
+        load_config(path)
