@@ -1,0 +1,81 @@
+import json
+import subprocess
+import sys
+
+import pytest
+import yaml
+from transformers import AutoTokenizer
+
+from metaxlm.cli import build_parser, main
+
+SUBCOMMANDS = [["run"], ["data", "prepare"], ["data", "stats"], ["data", "build-demo"], ["data", "check"],
+               ["vocab", "train"], ["vocab", "trim"]]
+
+
+@pytest.mark.parametrize("cmd", SUBCOMMANDS, ids=" ".join)
+def test_every_subcommand_has_help(cmd, capsys):
+    with pytest.raises(SystemExit) as exit_:
+        build_parser().parse_args([*cmd, "--help"])
+    assert exit_.value.code == 0
+    assert "usage: metaxlm" in capsys.readouterr().out
+
+
+def test_console_script_is_installed():
+    out = subprocess.run([sys.executable, "-m", "metaxlm.cli", "--version"], capture_output=True, text=True)
+    assert out.returncode == 0 and out.stdout.startswith("metaxlm ")
+
+
+@pytest.fixture
+def run_config(tmp_path, corpora):
+    pairs = tmp_path / "en-de.tsv"
+    pairs.write_text("".join(f"the cat {i}\tdie Katze {i}\n" for i in range(50)))
+    cfg = {
+        "output_dir": str(tmp_path / "run"),
+        "data": {"languages": ["en", "de", "ru", "zh"], "mono": {k: str(v) for k, v in corpora.items()},
+                 "parallel": {"en-de": str(pairs)}, "alpha": 0.5},
+        "vocab": {"size": 100, "sample_sentences": 2000},
+        "prepare": {"num_proc": 1},
+    }
+    path = tmp_path / "cfg.yaml"
+    path.write_text(yaml.safe_dump(cfg))
+    return path
+
+
+def test_run_end_to_end(run_config, tmp_path, capsys):
+    assert main(["run", str(run_config), "vocab.size=90", "--no-progress"]) == 0
+    out = capsys.readouterr().out
+    run = tmp_path / "run"
+    # resolved config (with the override), versions and git commit are recorded
+    assert yaml.safe_load((run / "config.yaml").read_text())["vocab"]["size"] == 90
+    info = json.loads((run / "run_info.json").read_text())
+    assert info["versions"]["torch"].startswith("2.13") and "commit" in info["git"]
+    AutoTokenizer.from_pretrained(str(run / "vocab"))
+    stats = json.loads((run / "stats.json").read_text())
+    assert stats["mono"]["en"]["examples"] == 3000 and stats["parallel"]["en-de"]["examples"] == 50
+    assert sum(r["p_alpha"] for r in stats["mono"].values()) == pytest.approx(1)
+    for lang in ("en", "de", "ru", "zh"):
+        assert f"  {lang} " in out
+    # data stats alone prints the same table
+    assert main(["data", "stats", str(run_config)]) == 0
+    assert "p_alpha" in capsys.readouterr().out
+
+
+def test_bad_input_is_one_clear_error(tmp_path, capsys):
+    bad = tmp_path / "bad.txt"
+    bad.write_bytes(b"ok\nok\nbad \xfe\nok\n")
+    assert main(["data", "check", str(bad), "--format", "text"]) == 2
+    err = capsys.readouterr().err
+    assert f"{bad}:3:" in err and "Traceback" not in err
+    assert main(["data", "check", str(bad), "--format", "text", "--skip-bad"]) == 0
+    out = capsys.readouterr().out
+    assert "3 text items OK" in out and "skipped 1 bad lines" in out
+
+
+def test_bad_config_is_one_clear_error(run_config, capsys):
+    assert main(["run", str(run_config), "vocab.sizee=3"]) == 2
+    assert "vocab.sizee: unknown key" in capsys.readouterr().err
+
+
+def test_prepare_without_vocab_says_what_to_do(run_config, capsys):
+    assert main(["data", "prepare", str(run_config)]) == 2
+    assert "metaxlm vocab train" in capsys.readouterr().err
