@@ -10,8 +10,8 @@ from collections.abc import Iterator
 from pathlib import Path
 
 from metaxlm.config import CorpusSpec, ParallelSpec
-from metaxlm.errors import DataError, SkipReport
 from metaxlm.data import readers
+from metaxlm.errors import DataError, SkipReport
 
 
 def _files(path: Path) -> list[Path]:
@@ -77,7 +77,7 @@ def count_texts(spec: CorpusSpec) -> int:
         return _arrow_split(spec).num_rows
     if fmt in ("auto", "text") and spec.unit == "line":
         # Fast path: non-blank line count without decoding (readers validate when the text is used).
-        return sum(readers.count_lines(f) for f in _files(Path(spec.path)))
+        return sum(readers.count_lines(f, nonblank=True) for f in _files(Path(spec.path)))
     return sum(1 for _ in iter_texts(spec, skip_bad=True, report=SkipReport()))
 
 
@@ -89,4 +89,4 @@ def iter_pairs(spec: ParallelSpec, *, skip_bad: bool = False,
 
 
 def count_pairs(spec: ParallelSpec) -> int:
-    return readers.count_lines(spec.path if spec.path is not None else spec.src)
+    return readers.count_lines(spec.path if spec.path is not None else spec.src, nonblank=True)

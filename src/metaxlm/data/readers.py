@@ -86,10 +86,13 @@ def iter_lines(
         yield line_no, text
 
 
-def count_lines(path: PathLike) -> int:
-    """Number of lines (a last line without newline counts), reading in 1 MiB blocks."""
-    n, last = 0, b"\n"
+def count_lines(path: PathLike, *, nonblank: bool = False) -> int:
+    """Number of lines (a last line without newline counts), reading in 1 MiB blocks; with
+    `nonblank`, only lines with non-whitespace content (= what read_text yields, without decoding)."""
     with _open_binary(Path(path)) as f:
+        if nonblank:
+            return sum(1 for line in f if line.strip())
+        n, last = 0, b"\n"
         while block := f.read(1 << 20):
             n += block.count(b"\n")
             last = block[-1:]
