@@ -7,6 +7,7 @@ Later stages (pretraining, fine-tuning, evaluation, report) plug in here.
 from __future__ import annotations
 
 import shutil
+import time
 from pathlib import Path
 
 from metaxlm.config import RunConfig
@@ -77,6 +78,8 @@ STAGES = {"vocab": stage_vocab, "prepare": stage_prepare, "stats": stage_stats}
 def run(cfg: RunConfig, progress: bool = True) -> None:
     write_run_info(cfg.output_dir, cfg)
     for name in cfg.stages:
-        print(f"== stage {name}")
+        print(f"== stage {name}", flush=True)
+        start = time.perf_counter()
         STAGES[name](cfg, progress=progress)
+        print(f"== stage {name} done in {time.perf_counter() - start:.1f}s", flush=True)
     print(f"run finished: {cfg.output_dir}")

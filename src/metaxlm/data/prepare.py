@@ -40,6 +40,21 @@ def _save_report(report: SkipReport, path: str | None) -> None:
         Path(path).write_text(json.dumps({"skipped": report.skipped, "examples": report.examples}))
 
 
+def _encoder(tokenizer_dir: str):
+    """A batch encoder without special tokens. Workers use the `tokenizers` backend directly from
+    tokenizer.json: importing transformers would cost seconds per worker process."""
+    path = Path(tokenizer_dir) / "tokenizer.json"
+    if path.exists():
+        from tokenizers import Tokenizer
+
+        backend = Tokenizer.from_file(str(path))
+        return lambda texts: [e.ids for e in backend.encode_batch(texts, add_special_tokens=False)]
+    from metaxlm.vocab import load_tokenizer
+
+    tok = load_tokenizer(tokenizer_dir)
+    return lambda texts: tok(texts, add_special_tokens=False)["input_ids"]
+
+
 def _keep_data_errors(gen):
     """Worker exceptions reach the parent wrapped by `datasets` (and, across processes, without their
     cause); park a DataError in a file so the parent can re-raise the user-facing message."""
@@ -58,29 +73,25 @@ def _keep_data_errors(gen):
 @_keep_data_errors
 def _gen_mono(spec, worker, num_workers, tokenizer_dir, batch_size, skip_bad, report_path):
     # datasets hands each process a sub-list of every gen_kwargs list: one worker id per process here.
-    from metaxlm.vocab import load_tokenizer
-
     (w,), spec = worker, CorpusSpec.model_validate_json(spec[0])
-    tok, n, skip_bad, batch_size = load_tokenizer(tokenizer_dir[0]), num_workers[0], skip_bad[0], batch_size[0]
+    encode, n, skip_bad, batch_size = _encoder(tokenizer_dir[0]), num_workers[0], skip_bad[0], batch_size[0]
     report = SkipReport()
     mine = (t for i, t in enumerate(iter_texts(spec, skip_bad=skip_bad, report=report)) if i % n == w)
     for batch in _batched(mine, batch_size):
-        for ids in tok(batch, add_special_tokens=False)["input_ids"]:
+        for ids in encode(batch):
             yield {"input_ids": ids, "length": len(ids)}
     _save_report(report, report_path[0] if w == 0 else None)
 
 
 @_keep_data_errors
 def _gen_parallel(spec, worker, num_workers, tokenizer_dir, batch_size, skip_bad, report_path):
-    from metaxlm.vocab import load_tokenizer
-
     (w,), spec = worker, ParallelSpec.model_validate_json(spec[0])
-    tok, n, skip_bad, batch_size = load_tokenizer(tokenizer_dir[0]), num_workers[0], skip_bad[0], batch_size[0]
+    encode, n, skip_bad, batch_size = _encoder(tokenizer_dir[0]), num_workers[0], skip_bad[0], batch_size[0]
     report = SkipReport()
     mine = (p for i, p in enumerate(iter_pairs(spec, skip_bad=skip_bad, report=report)) if i % n == w)
     for batch in _batched(mine, batch_size):
-        src = tok([s for s, _ in batch], add_special_tokens=False)["input_ids"]
-        tgt = tok([t for _, t in batch], add_special_tokens=False)["input_ids"]
+        src = encode([s for s, _ in batch])
+        tgt = encode([t for _, t in batch])
         for s, t in zip(src, tgt, strict=True):
             yield {"src_ids": s, "tgt_ids": t, "length": len(s) + len(t)}
     _save_report(report, report_path[0] if w == 0 else None)
