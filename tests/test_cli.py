@@ -79,3 +79,15 @@ def test_bad_config_is_one_clear_error(run_config, capsys):
 def test_prepare_without_vocab_says_what_to_do(run_config, capsys):
     assert main(["data", "prepare", str(run_config)]) == 2
     assert "metaxlm vocab train" in capsys.readouterr().err
+
+
+def test_vocab_load_mode_imports_an_existing_model(run_config, tokenizer_dir, tmp_path, capsys):
+    from metaxlm.vocab.load import SPM_FILE
+
+    for source in (tokenizer_dir / SPM_FILE, tokenizer_dir):  # a sentencepiece file, an HF tokenizer dir
+        assert main(["vocab", "train", str(run_config), "vocab.mode=load", f"vocab.path={source}",
+                     "--no-progress"]) == 0
+        loaded = AutoTokenizer.from_pretrained(str(tmp_path / "run" / "vocab"))
+        original = AutoTokenizer.from_pretrained(str(tokenizer_dir))
+        assert loaded("the cat sleeps")["input_ids"] == original("the cat sleeps")["input_ids"]
+    assert "vocabulary:" in capsys.readouterr().out

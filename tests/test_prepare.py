@@ -57,36 +57,43 @@ def test_bad_line_names_file_and_line_even_from_workers(tokenizer_dir, tmp_path,
 
 
 def test_streams_in_bounded_memory(tokenizer_dir, tmp_path):
-    """A corpus several times the allowed memory growth streams through: peak RSS of the prepare process
-    stays far below the corpus size (the whole corpus is never in memory)."""
+    """A corpus far larger than the allowed memory growth streams through: the peak RSS of the prepare
+    process and of its worker, over a run on a 10-line corpus, stays far below the corpus size."""
     import gzip
     import random
 
     rng = random.Random(0)
     words = "the house is small and the cat sleeps on the red chair das Haus ist klein".split()
-    corpus = tmp_path / "big.txt.gz"
-    raw_bytes = 0
-    with gzip.open(corpus, "wt", encoding="utf-8", compresslevel=1) as f:
-        for _ in range(400_000):
-            line = " ".join(rng.choices(words, k=12)) + "\n"
-            raw_bytes += len(line)
-            f.write(line)
+
+    def write(path, n_lines):
+        size = 0
+        with gzip.open(path, "wt", encoding="utf-8", compresslevel=1) as f:
+            for _ in range(n_lines):
+                line = " ".join(rng.choices(words, k=12)) + "\n"
+                size += len(line)
+                f.write(line)
+        return size
+
+    raw_bytes = write(tmp_path / "big.txt.gz", 400_000)
+    write(tmp_path / "tiny.txt.gz", 10)
     script = textwrap.dedent(f"""
         import resource, sys
         from metaxlm.config import CorpusSpec, PrepareConfig
         from metaxlm.data.prepare import prepare_corpora
-        from metaxlm.vocab import load_tokenizer
-        load_tokenizer({str(tokenizer_dir)!r})
-        base = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
-        if sys.argv[1] == "run":
-            prepare_corpora({{"en": CorpusSpec(path={str(corpus)!r})}}, {{}}, {str(tokenizer_dir)!r},
-                            {str(tmp_path / "out")!r}, PrepareConfig(num_proc=1, writer_batch_size=1000),
-                            progress=False)
-        print(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss - base)
+        prepare_corpora({{"en": CorpusSpec(path=sys.argv[1])}}, {{}}, {str(tokenizer_dir)!r}, sys.argv[2],
+                        PrepareConfig(num_proc=1, writer_batch_size=1000), progress=False)
+        print(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss, resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss)
     """)
-    growth_kb = int(subprocess.run([sys.executable, "-c", script, "run"], capture_output=True, text=True,
-                                   check=True).stdout.split()[-1])
+
+    def peak_kb(corpus, out):
+        res = subprocess.run([sys.executable, "-c", script, str(corpus), str(out)], capture_output=True, text=True,
+                             check=True)
+        return [int(x) for x in res.stdout.split()[-2:]]
+
+    tiny = peak_kb(tmp_path / "tiny.txt.gz", tmp_path / "out_tiny")
+    big = peak_kb(tmp_path / "big.txt.gz", tmp_path / "out")
     tokens_bytes = 400_000 * 12 * 8  # what holding the token ids as Python ints would cost at least
     assert raw_bytes > 20e6
-    assert growth_kb * 1024 < min(raw_bytes, tokens_bytes) / 2, (growth_kb, raw_bytes)
+    for name, before, after in zip(("main", "worker"), tiny, big, strict=True):
+        assert (after - before) * 1024 < min(raw_bytes, tokens_bytes) / 2, (name, before, after, raw_bytes)
     assert len(datasets.load_from_disk(str(tmp_path / "out" / "mono" / "en"))) == 400_000

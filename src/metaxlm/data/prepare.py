@@ -1,9 +1,12 @@
 """`metaxlm data prepare`: tokenize corpora into sharded Arrow datasets, one per language / pair.
 
-Streaming throughout: workers read the corpus line by line and `datasets` writes Arrow in
-`writer_batch_size` chunks, so a corpus larger than RAM passes through in bounded memory. With
-`num_proc` workers, worker w tokenizes texts i with i % num_proc == w (tokenization is the costly part;
-reading is cheap), and the shards are concatenated in worker order, so the output is deterministic.
+Streaming throughout: a worker reads its corpus line by line and writes Arrow record batches of
+`writer_batch_size` rows, so a corpus larger than RAM passes through in bounded memory.
+
+Parallelism: one pool of `num_proc` processes, started once. Every corpus is split into `num_proc`
+parts (part w = texts i with i % num_proc == w: tokenization is the costly part, reading is cheap),
+and all parts of all corpora go through the pool. Parts are concatenated in part order, so the output
+does not depend on scheduling.
 
 Output layout (`out_dir`): mono/<lang>/ and parallel/<src>-<tgt>/ (HF `save_to_disk` dirs), meta.json.
 Texts are stored without special tokens; packing into training sequences happens at training time.
@@ -11,33 +14,24 @@ Texts are stored without special tokens; packing into training sequences happens
 
 from __future__ import annotations
 
-import json
-import shutil
+import multiprocessing
 import tempfile
+from concurrent.futures import ProcessPoolExecutor
 from pathlib import Path
 
+import pyarrow as pa
 from tqdm import tqdm
 
 from metaxlm.config import CorpusSpec, ParallelSpec, PrepareConfig
 from metaxlm.data.corpus import iter_pairs, iter_texts
-from metaxlm.errors import DataError, SkipReport
+from metaxlm.errors import SkipReport
 from metaxlm.io import atomic_dir, atomic_write_json
 
-
-def _batched(items, size):
-    batch = []
-    for item in items:
-        batch.append(item)
-        if len(batch) == size:
-            yield batch
-            batch = []
-    if batch:
-        yield batch
-
-
-def _save_report(report: SkipReport, path: str | None) -> None:
-    if path:
-        Path(path).write_text(json.dumps({"skipped": report.skipped, "examples": report.examples}))
+IDS = pa.list_(pa.int32())
+SCHEMAS = {
+    "mono": pa.schema([("input_ids", IDS), ("length", pa.int32())]),
+    "parallel": pa.schema([("src_ids", IDS), ("tgt_ids", IDS), ("length", pa.int32())]),
+}
 
 
 def _encoder(tokenizer_dir: str):
@@ -55,83 +49,43 @@ def _encoder(tokenizer_dir: str):
     return lambda texts: tok(texts, add_special_tokens=False)["input_ids"]
 
 
-def _keep_data_errors(gen):
-    """Worker exceptions reach the parent wrapped by `datasets` (and, across processes, without their
-    cause); park a DataError in a file so the parent can re-raise the user-facing message."""
-
-    def wrapped(*args, **kwargs):
-        try:
-            yield from gen(*args, **kwargs)
-        except DataError as err:
-            error_file = Path(kwargs["report_path"][0] + f".error-{kwargs['worker'][0]}")
-            error_file.write_text(json.dumps([err.path, err.line, err.message]))
-            raise
-
-    return wrapped
+def _batched(items, size):
+    batch = []
+    for item in items:
+        batch.append(item)
+        if len(batch) == size:
+            yield batch
+            batch = []
+    if batch:
+        yield batch
 
 
-@_keep_data_errors
-def _gen_mono(spec, worker, num_workers, tokenizer_dir, batch_size, skip_bad, report_path):
-    # datasets hands each process a sub-list of every gen_kwargs list: one worker id per process here.
-    (w,), spec = worker, CorpusSpec.model_validate_json(spec[0])
-    encode, n, skip_bad, batch_size = _encoder(tokenizer_dir[0]), num_workers[0], skip_bad[0], batch_size[0]
-    report = SkipReport()
-    mine = (t for i, t in enumerate(iter_texts(spec, skip_bad=skip_bad, report=report)) if i % n == w)
-    for batch in _batched(mine, batch_size):
-        for ids in encode(batch):
-            yield {"input_ids": ids, "length": len(ids)}
-    _save_report(report, report_path[0] if w == 0 else None)
-
-
-@_keep_data_errors
-def _gen_parallel(spec, worker, num_workers, tokenizer_dir, batch_size, skip_bad, report_path):
-    (w,), spec = worker, ParallelSpec.model_validate_json(spec[0])
-    encode, n, skip_bad, batch_size = _encoder(tokenizer_dir[0]), num_workers[0], skip_bad[0], batch_size[0]
-    report = SkipReport()
-    mine = (p for i, p in enumerate(iter_pairs(spec, skip_bad=skip_bad, report=report)) if i % n == w)
-    for batch in _batched(mine, batch_size):
-        src = encode([s for s, _ in batch])
-        tgt = encode([t for _, t in batch])
-        for s, t in zip(src, tgt, strict=True):
-            yield {"src_ids": s, "tgt_ids": t, "length": len(s) + len(t)}
-    _save_report(report, report_path[0] if w == 0 else None)
-
-
-def _features(kind: str):
-    from datasets import Features, List, Value
-
-    ids = List(Value("int32"))
+def _record_batches(kind: str, spec, part: int, parts: int, encode, cfg: PrepareConfig, skip_bad: bool,
+                    report: SkipReport):
     if kind == "mono":
-        return Features({"input_ids": ids, "length": Value("int32")})
-    return Features({"src_ids": ids, "tgt_ids": ids, "length": Value("int32")})
+        texts = iter_texts(spec, skip_bad=skip_bad, report=report)
+        for batch in _batched((t for i, t in enumerate(texts) if i % parts == part), cfg.writer_batch_size):
+            ids = encode(batch)
+            yield {"input_ids": ids, "length": [len(x) for x in ids]}
+    else:
+        pairs = iter_pairs(spec, skip_bad=skip_bad, report=report)
+        for batch in _batched((p for i, p in enumerate(pairs) if i % parts == part), cfg.writer_batch_size):
+            src, tgt = encode([s for s, _ in batch]), encode([t for _, t in batch])
+            yield {"src_ids": src, "tgt_ids": tgt, "length": [len(s) + len(t) for s, t in zip(src, tgt, strict=True)]}
 
 
-def _build_one(kind, spec, tokenizer_dir, dest, cfg: PrepareConfig, skip_bad, work: Path) -> dict:
-    import datasets
-
-    n = cfg.num_proc
-    report_path = str(work / f"skips-{dest.name}.json")
-    gen = _gen_mono if kind == "mono" else _gen_parallel
-    kwargs = {
-        "spec": [spec.model_dump_json()] * n, "worker": list(range(n)), "num_workers": [n] * n,
-        "tokenizer_dir": [str(tokenizer_dir)] * n, "batch_size": [cfg.batch_size] * n,
-        "skip_bad": [skip_bad] * n, "report_path": [report_path] * n,
-    }
-    try:
-        ds = datasets.Dataset.from_generator(
-            gen, features=_features(kind), gen_kwargs=kwargs, num_proc=n if n > 1 else None,
-            cache_dir=str(work / "cache"), writer_batch_size=cfg.writer_batch_size, keep_in_memory=False,
-        )
-    except Exception:
-        for error_file in sorted(work.glob(f"skips-{dest.name}.json.error-*")):
-            raise DataError(*json.loads(error_file.read_text())) from None
-        raise
-    ds.save_to_disk(str(dest), max_shard_size=cfg.max_shard_size)
-    skipped = json.loads(Path(report_path).read_text()) if Path(report_path).exists() else {"skipped": 0}
-    lengths = ds.with_format("numpy")["length"] if len(ds) else []
-    return {"examples": len(ds), "tokens": int(sum(lengths)), "skipped_bad_lines": skipped["skipped"],
-            "skip_examples": skipped.get("examples", []),
-            "shards": len(list(dest.glob("data-*.arrow")))}
+def _tokenize_part(kind: str, spec_json: str, part: int, parts: int, tokenizer_dir: str, cfg: PrepareConfig,
+                   skip_bad: bool, dest: str) -> dict:
+    """Runs in a pool worker: one part of one corpus -> one Arrow stream file. Returns counts."""
+    spec = (CorpusSpec if kind == "mono" else ParallelSpec).model_validate_json(spec_json)
+    encode, report = _encoder(tokenizer_dir), SkipReport()
+    rows = tokens = 0
+    with pa.OSFile(dest, "wb") as sink, pa.ipc.new_stream(sink, SCHEMAS[kind]) as writer:
+        for columns in _record_batches(kind, spec, part, parts, encode, cfg, skip_bad, report):
+            writer.write_batch(pa.RecordBatch.from_pydict(columns, schema=SCHEMAS[kind]))
+            rows += len(columns["length"])
+            tokens += sum(columns["length"])
+    return {"rows": rows, "tokens": tokens, "skipped": report.skipped, "examples": report.examples}
 
 
 def prepare_corpora(mono: dict[str, CorpusSpec], parallel: dict[str, ParallelSpec], tokenizer_dir: str | Path,
@@ -140,13 +94,44 @@ def prepare_corpora(mono: dict[str, CorpusSpec], parallel: dict[str, ParallelSpe
     """Tokenize every corpus; returns (and writes to meta.json) per-language examples/tokens/shards."""
     import datasets
 
-    datasets.disable_progress_bars()  # one bar per corpus below is enough
+    datasets.disable_progress_bars()  # the bar over corpus parts below is enough
+    corpora = [("mono", k, s) for k, s in sorted(mono.items())] + \
+              [("parallel", k, s) for k, s in sorted(parallel.items())]
+    parts = cfg.num_proc
     meta: dict = {"tokenizer": str(tokenizer_dir), "mono": {}, "parallel": {}}
-    jobs = [("mono", k, s) for k, s in sorted(mono.items())] + [("parallel", k, s) for k, s in sorted(parallel.items())]
     with atomic_dir(out_dir) as tmp, tempfile.TemporaryDirectory(dir=Path(out_dir).parent) as work:
-        for kind, key, spec in tqdm(jobs, desc="prepare", unit="corpus", disable=not progress):
+        # spawn: workers must not inherit the parent's threads (tokenizers, torch) through fork
+        ctx = multiprocessing.get_context("spawn")
+        with ProcessPoolExecutor(max_workers=cfg.num_proc, mp_context=ctx) as pool:
+            futures = {
+                (kind, key, p): pool.submit(_tokenize_part, kind, spec.model_dump_json(), p, parts, str(tokenizer_dir),
+                                            cfg, skip_bad, str(Path(work) / f"{kind}-{key}-{p}.arrow"))
+                for kind, key, spec in corpora for p in range(parts)
+            }
+            results = {}
+            bar = tqdm(total=len(futures), desc="prepare", unit="part", disable=not progress)
+            try:
+                for job, fut in futures.items():  # in submission order: the first error raised is the first corpus's
+                    results[job] = fut.result()
+                    bar.update()
+            except BaseException:
+                for fut in futures.values():
+                    fut.cancel()
+                raise
+            finally:
+                bar.close()
+        for kind, key, _ in corpora:
+            files = [str(Path(work) / f"{kind}-{key}-{p}.arrow") for p in range(parts)]
+            ds = datasets.concatenate_datasets([datasets.Dataset.from_file(f) for f in files])
             dest = Path(tmp) / kind / key
-            meta[kind][key] = _build_one(kind, spec, tokenizer_dir, dest, cfg, skip_bad, Path(work))
-            shutil.rmtree(Path(work) / "cache", ignore_errors=True)  # bounded disk, too
+            ds.save_to_disk(str(dest), max_shard_size=cfg.max_shard_size)
+            first = results[(kind, key, 0)]  # every part reads every line, so part 0 saw every bad one
+            meta[kind][key] = {
+                "examples": sum(results[(kind, key, p)]["rows"] for p in range(parts)),
+                "tokens": sum(results[(kind, key, p)]["tokens"] for p in range(parts)),
+                "skipped_bad_lines": first["skipped"], "skip_examples": first["examples"],
+                "shards": len(list(dest.glob("data-*.arrow"))),
+            }
+            del ds
         atomic_write_json(Path(tmp) / "meta.json", meta)
     return meta
