@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import os
 import sys
 from pathlib import Path
 
@@ -28,6 +29,18 @@ def cmd_run(args) -> None:
     from metaxlm.pipeline import run
 
     run(_load(args), progress=not args.no_progress)
+
+
+def cmd_pretrain(args) -> None:
+    from metaxlm.pretrain.recipe import run_pretrain, variant_dir
+    from metaxlm.runinfo import write_run_info
+
+    cfg = _load(args)
+    variant = args.variant or next(iter(cfg.variants))
+    if int(os.environ.get("RANK", "0")) == 0:  # one writer when launched with torchrun / accelerate
+        write_run_info(variant_dir(cfg, variant), cfg)
+    result = run_pretrain(cfg, variant, resume=args.resume, progress=not args.no_progress)
+    print(f"pretrained {variant}: {result.final_dir} (loads with AutoModelForMaskedLM.from_pretrained)")
 
 
 def cmd_prepare(args) -> None:
@@ -118,6 +131,12 @@ def build_parser() -> argparse.ArgumentParser:
     _add_config_args(p)
     p.set_defaults(func=cmd_run)
 
+    p = sub.add_parser("pretrain", help="pretrain one variant of a config (multi-process: torchrun/accelerate launch)")
+    _add_config_args(p)
+    p.add_argument("--variant", help="which entry of `variants` (default: the first)")
+    p.add_argument("--resume", action="store_true", help="continue exactly from the latest checkpoint")
+    p.set_defaults(func=cmd_pretrain)
+
     data = sub.add_parser("data", help="data: build the demo corpus, check files, prepare Arrow, stats")
     dsub = data.add_subparsers(dest="data_command", required=True)
     p = dsub.add_parser("prepare", help="tokenize a config's corpora into sharded Arrow datasets")
@@ -156,7 +175,13 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def main(argv: list[str] | None = None) -> int:
-    args = build_parser().parse_args(argv)
+    parser = build_parser()
+    args, rest = parser.parse_known_args(argv)
+    # overrides may also come after options (`run cfg.yaml --no-progress vocab.size=8000`)
+    if rest and hasattr(args, "overrides") and all("=" in r and not r.startswith("-") for r in rest):
+        args.overrides = [*args.overrides, *rest]
+    elif rest:
+        parser.error(f"unrecognized arguments: {' '.join(rest)}")
     try:
         args.func(args)
     except MetaXLMError as err:

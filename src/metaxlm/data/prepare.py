@@ -123,12 +123,16 @@ def prepare_corpora(mono: dict[str, CorpusSpec], parallel: dict[str, ParallelSpe
         for kind, key, _ in corpora:
             files = [str(Path(work) / f"{kind}-{key}-{p}.arrow") for p in range(parts)]
             ds = datasets.concatenate_datasets([datasets.Dataset.from_file(f) for f in files])
+            heldout = cfg.heldout_texts if kind == "mono" and len(ds) > 2 * cfg.heldout_texts else 0
+            if heldout:  # the last texts (corpora are usually shuffled already) are never trained on
+                ds.select(range(len(ds) - heldout, len(ds))).save_to_disk(str(Path(tmp) / "heldout" / key))
+                ds = ds.select(range(len(ds) - heldout))
             dest = Path(tmp) / kind / key
             ds.save_to_disk(str(dest), max_shard_size=cfg.max_shard_size)
             first = results[(kind, key, 0)]  # every part reads every line, so part 0 saw every bad one
             meta[kind][key] = {
-                "examples": sum(results[(kind, key, p)]["rows"] for p in range(parts)),
-                "tokens": sum(results[(kind, key, p)]["tokens"] for p in range(parts)),
+                "examples": len(ds), "heldout_examples": heldout,
+                "tokens": int(sum(ds.with_format("numpy")["length"])) if len(ds) else 0,
                 "skipped_bad_lines": first["skipped"], "skip_examples": first["examples"],
                 "shards": len(list(dest.glob("data-*.arrow"))),
             }

@@ -1,0 +1,1 @@
+"""Pretraining: one engine (engine.py), pluggable objectives (objectives/), packed α-sampled batches."""

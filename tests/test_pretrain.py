@@ -1,0 +1,221 @@
+"""The pretraining engine: masking, masked-only logits, resume after SIGKILL, 2-process equivalence,
+atomic checkpoints, non-finite loss, reloadable outputs."""
+
+import json
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+import torch
+import yaml
+from safetensors.torch import load_file
+from transformers import AutoModelForMaskedLM
+
+from metaxlm.config import CorpusSpec, PrepareConfig, load_config
+from metaxlm.data.prepare import prepare_corpora
+from metaxlm.pretrain.objectives.mlm import mask_tokens, masked_lm_loss_sum
+from metaxlm.pretrain.recipe import build_mlm, run_pretrain
+from metaxlm.vocab import load_tokenizer
+
+TINY = {"layers": 2, "hidden": 32, "heads": 2, "ffn": 64, "max_positions": 64}
+
+
+@pytest.fixture(scope="module")
+def run_template(corpora, tokenizer_dir, tmp_path_factory):
+    """A run directory with vocab/ and prepared/ (incl. held-out texts), reused by the tests."""
+    root = tmp_path_factory.mktemp("pretrain_run")
+    shutil.copytree(tokenizer_dir, root / "vocab")
+    prepare_corpora({k: CorpusSpec(path=str(p)) for k, p in corpora.items()}, {}, root / "vocab", root / "prepared",
+                    PrepareConfig(num_proc=1, heldout_texts=20), progress=False)
+    return root
+
+
+def make_config(run_template, tmp_path, **train) -> Path:
+    run = tmp_path / "run"
+    if not run.exists():
+        shutil.copytree(run_template, run)
+    cfg = {"output_dir": str(run), "data": {"languages": ["en", "de", "ru", "zh"], "mono": "unused/{lang}"},
+           "model": TINY,
+           "train": {"steps": 6, "batch_size": 8, "seq_len": 32, "warmup_steps": 2, "lr": 1e-3, "log_every": 1,
+                     "eval_every": 3, "save_every": 3, "eval_sequences": 2, **train}}
+    path = tmp_path / "cfg.yaml"
+    path.write_text(yaml.safe_dump(cfg))
+    return path
+
+
+def cli(*args, env=None, **kw):
+    return subprocess.run([sys.executable, "-m", "metaxlm.cli", *args], capture_output=True, text=True,
+                          env={**os.environ, **(env or {})}, **kw)
+
+
+# -- objective ---------------------------------------------------------------------------------------------
+def test_masking_statistics(tokenizer_dir):
+    tok = load_tokenizer(tokenizer_dir)
+    special = torch.tensor(sorted(set(tok.all_special_ids)))
+    ordinary = torch.tensor([i for i in range(len(tok)) if i not in set(special.tolist())])
+    ids = torch.randint(5, len(tok) - 1, (400, 128))
+    ids[:, 0], ids[:, -1] = tok.cls_token_id, tok.sep_token_id
+    inputs, labels = mask_tokens(ids, special_ids=special, mask_id=tok.mask_token_id, ordinary_ids=ordinary,
+                                 generator=torch.Generator().manual_seed(0))
+    chosen = labels != -100
+    n_candidates = ids.numel() - 2 * 400
+    assert chosen.sum() / n_candidates == pytest.approx(0.15, abs=0.005)
+    assert not chosen[:, 0].any() and not chosen[:, -1].any()  # special tokens are never masked
+    assert torch.equal(labels[chosen], ids[chosen]) and torch.equal(inputs[~chosen], ids[~chosen])
+    as_mask = (inputs[chosen] == tok.mask_token_id).float().mean()
+    kept = (inputs[chosen] == ids[chosen]).float().mean()
+    assert as_mask == pytest.approx(0.8, abs=0.01)
+    assert kept == pytest.approx(0.1 + 0.1 / len(ordinary), abs=0.01)
+    assert not torch.isin(inputs[chosen], special[special != tok.mask_token_id]).any()  # random = ordinary only
+
+
+def test_masked_only_logits_equal_full_logit_loss(tokenizer_dir):
+    from metaxlm.config import ModelConfig
+
+    tok = load_tokenizer(tokenizer_dir)
+    model = build_mlm(ModelConfig(**TINY, dropout=0.0, attention_dropout=0.0), tok).eval()
+    ids = torch.randint(5, len(tok) - 1, (4, 32))
+    labels = torch.full_like(ids, -100)
+    where = torch.rand(ids.shape, generator=torch.Generator().manual_seed(1)) < 0.2
+    labels[where] = ids[where]
+    with torch.no_grad():
+        full = model(input_ids=ids, labels=labels).loss * where.sum()
+        ours = masked_lm_loss_sum(model, ids, labels)
+    assert ours.item() == pytest.approx(full.item(), rel=1e-5)
+
+
+# -- engine ------------------------------------------------------------------------------------------------
+def final_weights(run_dir: Path) -> dict:
+    return load_file(str(run_dir / "final" / "model.safetensors"))
+
+
+def metrics(run_dir: Path) -> list[dict]:
+    return [json.loads(line) for line in (run_dir / "metrics.jsonl").read_text().splitlines()]
+
+
+def test_pretrain_writes_reloadable_models_and_metrics(run_template, tmp_path):
+    cfg = load_config(make_config(run_template, tmp_path))
+    result = run_pretrain(cfg, "xlm", progress=False)
+    model = AutoModelForMaskedLM.from_pretrained(str(result.final_dir))
+    assert model.get_output_embeddings().weight is model.get_input_embeddings().weight  # tying survives
+    for ckpt in sorted((result.out_dir / "ckpt").glob("step_*")):
+        AutoModelForMaskedLM.from_pretrained(str(ckpt))
+    rows = metrics(result.out_dir)
+    assert [r["step"] for r in rows if "loss" in r] == [1, 2, 3, 4, 5, 6]
+    assert {"heldout_loss/en", "heldout_loss/zh"} <= set(rows[0])  # per-language held-out loss at step 0
+    assert set(result.heldout) == {"en", "de", "ru", "zh"}
+    assert (result.out_dir / "tb").is_dir()
+    assert sorted(p.name for p in (result.out_dir / "ckpt").glob("step_*")) == ["step_00000003", "step_00000006"]
+
+
+def test_loss_goes_down(run_template, tmp_path):
+    cfg = load_config(make_config(run_template, tmp_path, steps=80, eval_every=80, save_every=80, lr=3e-3))
+    run_pretrain(cfg, "xlm", progress=False)
+    rows = metrics(tmp_path / "run" / "pretrain" / "xlm")
+    train = [r["loss"] for r in rows if "loss" in r]
+    heldout = [r["heldout_loss/en"] for r in rows if "heldout_loss/en" in r]
+    assert train[-1] < train[0] - 0.8
+    assert heldout[-1] < heldout[0] - 1.0  # English, the best-sampled language, generalizes
+
+
+def test_resume_after_sigkill_is_exact(run_template, tmp_path):
+    steps = 80
+    cfg = make_config(run_template, tmp_path, steps=steps, save_every=10, eval_every=50, keep_checkpoints=50)
+    shutil.copytree(run_template, tmp_path / "ref", dirs_exist_ok=True)
+    assert cli("pretrain", str(cfg), "--no-progress", f"output_dir={tmp_path / 'ref'}").returncode == 0
+
+    proc = subprocess.Popen([sys.executable, "-m", "metaxlm.cli", "pretrain", str(cfg), "--no-progress"],
+                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    latest = tmp_path / "run" / "pretrain" / "xlm" / "ckpt" / "latest"
+    deadline = time.time() + 120
+    while time.time() < deadline and proc.poll() is None:
+        if latest.exists() and int(latest.read_text().strip().split("_")[1]) >= 30:
+            proc.send_signal(signal.SIGKILL)
+            break
+        time.sleep(0.01)
+    proc.wait()
+    assert proc.returncode == -signal.SIGKILL, "the run ended before it could be killed"
+    killed_at = int(latest.read_text().strip().split("_")[1])
+    assert killed_at < steps
+    resumed = cli("pretrain", str(cfg), "--no-progress", "--resume")
+    assert resumed.returncode == 0, resumed.stderr
+    a, b = metrics(tmp_path / "ref" / "pretrain" / "xlm"), metrics(tmp_path / "run" / "pretrain" / "xlm")
+    assert [r["step"] for r in a] == [r["step"] for r in b]  # no duplicated or missing log lines
+    for ra, rb in zip(a, b, strict=True):
+        for k in ra:
+            if k not in ("tokens_per_s",):
+                assert ra[k] == pytest.approx(rb[k], rel=1e-6, abs=1e-7), (ra["step"], k)
+    wa, wb = final_weights(tmp_path / "ref" / "pretrain" / "xlm"), final_weights(tmp_path / "run" / "pretrain" / "xlm")
+    for k in wa:
+        torch.testing.assert_close(wa[k], wb[k], rtol=1e-6, atol=1e-7)
+
+
+def test_two_processes_match_one(run_template, tmp_path):
+    """2-process CPU (gloo) DDP with the same global batch = 1 process (fp32, no dropout)."""
+    common = ["--no-progress", "train.precision=fp32", "model.dropout=0.0", "model.attention_dropout=0.0",
+              "train.grad_accum=2", "train.steps=4"]
+    cfg = make_config(run_template, tmp_path)
+    shutil.copytree(run_template, tmp_path / "one")
+    shutil.copytree(run_template, tmp_path / "two")
+    one = cli("pretrain", str(cfg), *common, f"output_dir={tmp_path / 'one'}")
+    assert one.returncode == 0, one.stderr
+    torchrun = Path(sys.executable).parent / "torchrun"
+    two = subprocess.run([str(torchrun), "--standalone", "--nproc_per_node=2", "-m", "metaxlm.cli", "pretrain",
+                          str(cfg), *common, f"output_dir={tmp_path / 'two'}"], capture_output=True, text=True)
+    assert two.returncode == 0, two.stderr[-3000:]
+    wa, wb = final_weights(tmp_path / "one" / "pretrain" / "xlm"), final_weights(tmp_path / "two" / "pretrain" / "xlm")
+    for k in wa:
+        torch.testing.assert_close(wa[k], wb[k], rtol=1e-4, atol=1e-5)
+    la = [r["loss"] for r in metrics(tmp_path / "one" / "pretrain" / "xlm") if "loss" in r]
+    lb = [r["loss"] for r in metrics(tmp_path / "two" / "pretrain" / "xlm") if "loss" in r]
+    assert la == pytest.approx(lb, rel=1e-5)
+
+
+def test_interrupted_checkpoint_write_keeps_latest_good(run_template, tmp_path, monkeypatch):
+    from metaxlm.pretrain import checkpoint
+
+    cfg = load_config(make_config(run_template, tmp_path, steps=6, save_every=3))
+    real_save = torch.save
+    calls = {"n": 0}
+
+    def crashing_save(obj, f, *a, **k):
+        calls["n"] += 1
+        if calls["n"] == 3:  # the second checkpoint's optimizer state: die mid-checkpoint
+            raise OSError("disk full (simulated)")
+        return real_save(obj, f, *a, **k)
+
+    monkeypatch.setattr(checkpoint.torch, "save", crashing_save)
+    with pytest.raises(OSError, match="simulated"):
+        run_pretrain(cfg, "xlm", progress=False)
+    ckpt = tmp_path / "run" / "pretrain" / "xlm" / "ckpt"
+    assert checkpoint.latest_checkpoint(ckpt).name == "step_00000003"
+    AutoModelForMaskedLM.from_pretrained(str(checkpoint.latest_checkpoint(ckpt)))
+    monkeypatch.setattr(checkpoint.torch, "save", real_save)
+    run_pretrain(cfg, "xlm", resume=True, progress=False)  # the half-written one is simply redone
+    assert checkpoint.latest_checkpoint(ckpt).name == "step_00000006"
+    assert not list(ckpt.glob(".tmp-*"))
+
+
+def test_non_finite_loss_stops_with_clear_message(run_template, tmp_path, monkeypatch):
+    from metaxlm.pretrain import engine
+    from metaxlm.pretrain.objectives.mlm import MaskedLM
+
+    cfg = load_config(make_config(run_template, tmp_path, steps=6, save_every=2))
+    real = MaskedLM.loss_sum
+    state = {"calls": 0}
+
+    def poisoned(self, model, tensors):
+        state["calls"] += 1
+        out = real(self, model, tensors)
+        return out * float("nan") if state["calls"] == 5 else out
+
+    monkeypatch.setattr(MaskedLM, "loss_sum", poisoned)
+    with pytest.raises(engine.NonFiniteLoss, match=r"loss is nan at step 5.*Last good checkpoint: .*step_00000004"):
+        run_pretrain(cfg, "xlm", progress=False)
+    ckpt = tmp_path / "run" / "pretrain" / "xlm" / "ckpt"
+    assert (ckpt / "latest").read_text().strip() == "step_00000004"
