@@ -219,3 +219,28 @@ def test_non_finite_loss_stops_with_clear_message(run_template, tmp_path, monkey
         run_pretrain(cfg, "xlm", progress=False)
     ckpt = tmp_path / "run" / "pretrain" / "xlm" / "ckpt"
     assert (ckpt / "latest").read_text().strip() == "step_00000004"
+
+
+def test_pipeline_compares_xlm_and_metaxlm(run_template, tmp_path):
+    """Phase (a) English MLM -> phase (b) init modes -> one comparison with curves and plots."""
+    from metaxlm.pipeline import stage_pretrain
+
+    (tmp_path / "en-de.txt").write_text("cat\tKatze\nhouse\tHaus\nsmall\tklein\n")
+    path = make_config(run_template, tmp_path, steps=30, eval_every=10, save_every=30, lr=3e-3)
+    cfg = load_config(path, ["meta.source=pretrain", f"meta.dictionaries={tmp_path}/en-{{lang}}.txt",
+                             "variants={xlm: {init: none}, metaxlm: {init: both}, "
+                             "metaxlm_dict: {init: both, use_dict: true, distill: 0.5}}"])
+    comparison = stage_pretrain(cfg, progress=False)
+    run = tmp_path / "run"
+    assert set(comparison["final"]) == {"xlm", "metaxlm", "metaxlm_dict"}
+    assert (run / "heldout_curves.png").stat().st_size > 10_000 and (run / "heldout_by_language.png").exists()
+    assert "| **mean without en** |" in (run / "comparison.md").read_text()
+    cov = json.loads((run / "pretrain" / "metaxlm_dict" / "coverage.json").read_text())
+    assert cov and (run / "pretrain" / "metaxlm_dict" / "coverage.md").exists()
+    init = json.loads((run / "pretrain" / "metaxlm_dict" / "init.json").read_text())
+    assert init["init"] == "both" and init["dictionaries"] == {"de": f"{tmp_path}/en-de.txt"}
+    # the English meta-model's knowledge arrives: before any phase-(b) step, English held-out loss is far lower
+    step0 = {v: metrics(run / "pretrain" / v)[0] for v in ("xlm", "metaxlm")}
+    assert step0["metaxlm"]["heldout_loss/en"] < step0["xlm"]["heldout_loss/en"] - 0.5
+    # a rerun keeps finished variants
+    assert stage_pretrain(cfg, progress=False) == comparison

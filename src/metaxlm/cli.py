@@ -159,6 +159,10 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--skip-bad", action="store_true", help="skip (and count) bad lines instead of stopping")
     p.set_defaults(func=cmd_check)
 
+    from metaxlm.models.cli import register as register_models
+
+    register_models(sub)
+
     vocab = sub.add_parser("vocab", help="shared vocabulary: train, trim")
     vsub = vocab.add_subparsers(dest="vocab_command", required=True)
     p = vsub.add_parser("train", help="train (or load, with vocab.mode=load) the shared vocabulary of a config")

@@ -131,7 +131,13 @@ class ModelConfig(Strict):
     max_positions: int = Field(512, ge=8)
     dropout: float = Field(0.1, ge=0.0, lt=1.0)
     attention_dropout: float = Field(0.1, ge=0.0, lt=1.0)
-    layer_norm_eps: float = 1e-12
+    layer_norm_eps: float = Field(1e-12, gt=0.0)
+
+    @model_validator(mode="after")
+    def _heads_divide_hidden(self) -> ModelConfig:
+        if self.hidden % self.heads:
+            raise ValueError(f"hidden ({self.hidden}) must be a multiple of heads ({self.heads})")
+        return self
 
 
 class TrainConfig(Strict):

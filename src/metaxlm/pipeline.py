@@ -6,6 +6,7 @@ Later stages (pretraining, fine-tuning, evaluation, report) plug in here.
 
 from __future__ import annotations
 
+import json
 import shutil
 import time
 from pathlib import Path
@@ -72,7 +73,27 @@ def stage_stats(cfg: RunConfig, progress: bool = True) -> dict:
     return stats
 
 
-STAGES = {"vocab": stage_vocab, "prepare": stage_prepare, "stats": stage_stats}
+def stage_pretrain(cfg: RunConfig, progress: bool = True) -> dict:
+    """Every variant at the same budget; a finished variant is kept, an interrupted one resumes."""
+    from metaxlm.pretrain.checkpoint import latest_checkpoint
+    from metaxlm.pretrain.recipe import run_pretrain, variant_dir
+    from metaxlm.report.pretraining import compare_variants
+
+    for name in cfg.variants:
+        out = variant_dir(cfg, name)
+        summary = out / "summary.json"
+        if summary.exists() and json.loads(summary.read_text())["steps"] == cfg.train.steps:
+            print(f"pretrain {name}: already done ({out})")
+            continue
+        resume = latest_checkpoint(out / "ckpt") is not None
+        run_pretrain(cfg, name, resume=resume, progress=progress)
+    comparison = compare_variants(cfg.output_dir, list(cfg.variants), pivot=cfg.data.pivot)
+    if comparison:
+        print((Path(cfg.output_dir) / "comparison.md").read_text())
+    return comparison
+
+
+STAGES = {"vocab": stage_vocab, "prepare": stage_prepare, "stats": stage_stats, "pretrain": stage_pretrain}
 
 
 def run(cfg: RunConfig, progress: bool = True) -> None:

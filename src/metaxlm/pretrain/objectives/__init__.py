@@ -32,12 +32,15 @@ class Prepared:
     tensors: dict[str, torch.Tensor]
     num_targets: int
     langs: list[str] = field(default_factory=list)
+    targets: str = "labels"  # the tensor that says which entries carry loss (-100 = none, or a bool row mask)
 
     def rows(self, idx: slice | torch.Tensor) -> Prepared:
         langs = [self.langs[i] for i in range(len(self.langs))[idx]] if isinstance(idx, slice) else \
             [self.langs[i] for i in idx.tolist()]
         sub = {k: v[idx] for k, v in self.tensors.items()}
-        return Prepared(sub, int((sub["labels"] != -100).sum()), langs)
+        t = sub[self.targets]
+        count = int(t.sum()) if t.dtype == torch.bool else int((t != -100).sum())
+        return Prepared(sub, count, langs, self.targets)
 
 
 class Objective:
@@ -61,4 +64,4 @@ def build_objective(name: str, tokenizer, **options) -> Objective:
     return OBJECTIVES[name](tokenizer, **options)
 
 
-from metaxlm.pretrain.objectives import mlm  # noqa: E402,F401  (registers)
+from metaxlm.pretrain.objectives import distill, mlm  # noqa: E402,F401  (registers)

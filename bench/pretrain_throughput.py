@@ -1,0 +1,407 @@
+"""Pretraining throughput: metaxlm's engine vs a plain Hugging Face baseline, side by side in one run.
+
+Both sides train the same model (same config, same initial weights) on the same batches with the same
+masks and the same hyperparameters, each in its own child process (so peak RSS is per side):
+
+* metaxlm: `metaxlm.pretrain.engine.pretrain` — bf16 autocast, output layer only at masked positions,
+  packed sequences;
+* baseline: `BertForMaskedLM(input_ids, labels=...)` (full-vocabulary logits) in fp32, torch AdamW with
+  the same parameter groups, clipping and warm-up/decay schedule, in a plain loop.
+
+The batches of both come from metaxlm's `PackedBatches` + `MaskedLM.prepare` with the engine's seeds
+(a digest of every training batch and mask is compared between the two sides). Tokens/s is measured
+over the steps after the warm-up steps, each step timed from batch building to the optimizer step.
+After equal steps both models are evaluated in fp32 with full logits on the same held-out packed
+sequences with the same masks (MLM loss and accuracy).
+
+Data: a 32k shared vocabulary trained on the demo bundle's monolingual text (data/demo/mono) and the
+prepared Arrow data, cached under .cache/bench-pretrain/ so reruns are fast. The machine's bf16 and
+fp32 matmul peaks are measured at start, for model FLOPs utilization (MFU).
+Writes runs/bench/pretrain_throughput.json.
+"""
+
+from __future__ import annotations
+
+import argparse
+import hashlib
+import json
+import os
+import platform
+import resource
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[1]
+SEED = 0
+ALPHA = 0.7
+
+FLOPS_FORMULA = (
+    "training FLOPs per token = 6*N_body + 6*d*V*f_out + 12*L*T*d, where N_body = parameters of the "
+    "encoder layers + MLM head transform (weights and biases; embeddings excluded as lookups), d*V = the "
+    "output layer (hidden -> vocabulary), L layers, T sequence length, d hidden size (the attention term "
+    "is 2 matmuls QK^T and AV, 2*T*d FLOPs each per token and layer forward, x3 for forward+backward); "
+    "f_out = fraction of positions at which the output layer runs: 1 for full logits (the 'useful' "
+    "full-logit-equivalent count, and the baseline's executed count), the masked fraction for metaxlm's "
+    "executed count"
+)
+
+
+# -- data ------------------------------------------------------------------------------------------------
+def prepare_data(cache: Path, *, vocab_size: int, sample_sentences: int, heldout_texts: int,
+                 langs: list[str] | None) -> Path:
+    """Vocabulary + prepared Arrow data for the demo corpus, cached by their settings."""
+    from metaxlm.config import CorpusSpec, PrepareConfig, VocabConfig
+    from metaxlm.data.prepare import prepare_corpora
+    from metaxlm.vocab import train_vocab
+
+    files = sorted((REPO / "data" / "demo" / "mono").glob("*.txt.xz"))
+    corpora = {p.name.split(".")[0]: CorpusSpec(path=str(p)) for p in files}
+    if langs:
+        corpora = {k: v for k, v in corpora.items() if k in langs}
+    key = f"v{vocab_size}-s{sample_sentences}-h{heldout_texts}-{'_'.join(sorted(corpora))}"
+    root = cache / key
+    if not (root / "vocab" / "vocab_stats.json").exists():
+        print(f"training a {vocab_size} vocabulary on {len(corpora)} demo languages -> {root / 'vocab'}", flush=True)
+        root.mkdir(parents=True, exist_ok=True)
+        train_vocab(corpora, VocabConfig(size=vocab_size, sample_sentences=sample_sentences), root / "vocab",
+                    alpha=ALPHA, seed=SEED, progress=False)
+    if not (root / "prepared" / "meta.json").exists():
+        print(f"preparing Arrow data -> {root / 'prepared'}", flush=True)
+        prepare_corpora(corpora, {}, root / "vocab", root / "prepared",
+                        PrepareConfig(num_proc=2, heldout_texts=heldout_texts), progress=False)
+    return root
+
+
+def load_side_inputs(args):
+    from metaxlm.config import ModelConfig, TrainConfig
+    from metaxlm.pretrain.batches import load_prepared
+    from metaxlm.vocab import load_tokenizer
+
+    data = Path(args.data)
+    tok = load_tokenizer(data / "vocab")
+    train = load_prepared(data / "prepared", "mono")
+    heldout = load_prepared(data / "prepared", "heldout")
+    mcfg = ModelConfig(layers=args.layers, hidden=args.hidden, heads=args.heads, ffn=args.ffn,
+                       max_positions=max(512, args.seq_len))
+    tcfg = TrainConfig(steps=args.warmup + args.steps, batch_size=args.batch_size, seq_len=args.seq_len, lr=args.lr,
+                       warmup_steps=args.lr_warmup, precision="bf16", log_every=1,
+                       eval_every=10**9, save_every=10**9)
+    return tok, train, heldout, mcfg, tcfg
+
+
+class Digest:
+    """Digest of every training batch (inputs and labels) a side trained on, plus target counts."""
+
+    def __init__(self):
+        self.h, self.targets = hashlib.sha256(), []
+
+    def add(self, prepared) -> None:
+        for k in ("input_ids", "labels"):
+            self.h.update(prepared.tensors[k].numpy().tobytes())
+        self.targets.append(prepared.num_targets)
+
+
+# -- held-out evaluation (identical for both sides) --------------------------------------------------------
+def evaluate(model, tok, heldout: dict, *, seq_len: int, sequences: int, mask_prob: float) -> dict:
+    """fp32, full logits: MLM loss and accuracy over the masked positions of fixed held-out sequences
+    with fixed masks (the same for every model evaluated)."""
+    import torch
+    import torch.nn.functional as F
+
+    from metaxlm.pretrain.batches import Batch, fixed_eval_batches
+    from metaxlm.pretrain.objectives.mlm import MaskedLM
+
+    mlm = MaskedLM(tok, mask_prob=mask_prob)
+    model.eval()
+    per_lang, loss_sum, correct, count = {}, 0.0, 0, 0
+    h = hashlib.sha256()
+    with torch.no_grad():
+        for lang, ds in sorted(heldout.items()):
+            rows = fixed_eval_batches(ds, seq_len=seq_len, max_sequences=sequences, bos_id=tok.cls_token_id,
+                                      eos_id=tok.sep_token_id)
+            if not len(rows):
+                continue
+            gen = torch.Generator().manual_seed(SEED + 12345)
+            l_sum = l_correct = l_count = 0
+            for i in range(0, len(rows), 16):
+                prep = mlm.prepare(Batch(rows[i:i + 16], [lang] * len(rows[i:i + 16])), gen)
+                ids, labels = prep.tensors["input_ids"], prep.tensors["labels"]
+                h.update(ids.numpy().tobytes())
+                h.update(labels.numpy().tobytes())
+                logits = model(input_ids=ids).logits.float()
+                where = labels != -100
+                l_sum += float(F.cross_entropy(logits[where], labels[where], reduction="sum"))
+                l_correct += int((logits[where].argmax(-1) == labels[where]).sum())
+                l_count += int(where.sum())
+            per_lang[lang] = {"loss": l_sum / max(l_count, 1), "accuracy": l_correct / max(l_count, 1),
+                              "masked_tokens": l_count, "sequences": len(rows)}
+            loss_sum, correct, count = loss_sum + l_sum, correct + l_correct, count + l_count
+    return {"loss": loss_sum / max(count, 1), "accuracy": correct / max(count, 1), "masked_tokens": count,
+            "sequences": sum(v["sequences"] for v in per_lang.values()), "per_language": per_lang,
+            "eval_set_digest": h.hexdigest()[:16]}
+
+
+# -- the two sides (each runs in its own child process) ----------------------------------------------------
+def run_metaxlm(args) -> dict:
+    import torch
+
+    from metaxlm.pretrain.engine import pretrain
+    from metaxlm.pretrain.objectives.mlm import MaskedLM
+    from metaxlm.pretrain.recipe import build_mlm
+
+    tok, train, heldout, mcfg, tcfg = load_side_inputs(args)
+    model = build_mlm(mcfg, tok, seed=SEED)
+    digest = Digest()
+    real_prepare = MaskedLM.prepare
+
+    def recording_prepare(self, batch, generator):  # the engine's own batches, recorded for the comparison
+        out = real_prepare(self, batch, generator)
+        digest.add(out)
+        return out
+
+    MaskedLM.prepare = recording_prepare
+    with tempfile.TemporaryDirectory() as out:
+        # no held-out data for the engine: the held-out evaluation below is the same fp32 one for both sides
+        pretrain(model=model, tokenizer=tok, train_data=train, heldout_data={}, cfg=tcfg, alpha=ALPHA, seed=SEED,
+                 out_dir=out, progress=False)
+        rows = [json.loads(ln) for ln in (Path(out) / "metrics.jsonl").read_text().splitlines()]
+    MaskedLM.prepare = real_prepare
+    tokens_per_step = tcfg.batch_size * tcfg.seq_len
+    steps = [r for r in rows if "loss" in r]
+    secs = [tokens_per_step / r["tokens_per_s"] for r in steps]
+    model = model.float()
+    return {"step_seconds": secs, "losses": [r["loss"] for r in steps], "digest": digest.h.hexdigest()[:16],
+            "targets": digest.targets, "threads": torch.get_num_threads(),
+            "eval": evaluate(model, tok, heldout, seq_len=args.seq_len, sequences=args.eval_sequences,
+                             mask_prob=tcfg.mask_prob)}
+
+
+def run_baseline(args) -> dict:
+    import torch
+    from transformers import get_linear_schedule_with_warmup
+
+    from metaxlm.pretrain.batches import PackedBatches
+    from metaxlm.pretrain.engine import step_generator
+    from metaxlm.pretrain.objectives.mlm import MaskedLM
+    from metaxlm.pretrain.recipe import build_mlm
+
+    tok, train, heldout, mcfg, tcfg = load_side_inputs(args)
+    model = build_mlm(mcfg, tok, seed=SEED)
+    model.train()
+    decay, no_decay = [], []
+    for name, p in model.named_parameters():
+        (no_decay if p.ndim < 2 or "LayerNorm" in name else decay).append(p)
+    optimizer = torch.optim.AdamW([{"params": decay, "weight_decay": tcfg.weight_decay},
+                                   {"params": no_decay, "weight_decay": 0.0}],
+                                  lr=tcfg.lr, betas=tcfg.betas, eps=tcfg.eps)
+    scheduler = get_linear_schedule_with_warmup(optimizer, min(tcfg.warmup_steps, tcfg.steps), tcfg.steps)
+    batches = PackedBatches(train, seq_len=tcfg.seq_len, alpha=ALPHA, seed=SEED, bos_id=tok.cls_token_id,
+                            eos_id=tok.sep_token_id)
+    mlm = MaskedLM(tok, mask_prob=tcfg.mask_prob)
+    digest, secs, losses = Digest(), [], []
+    for step in range(1, tcfg.steps + 1):
+        t0 = time.perf_counter()
+        torch.manual_seed(SEED * 1_000_003 + step * 1009)  # dropout seeded as the engine does
+        prep = mlm.prepare(batches.next_batch(tcfg.batch_size), step_generator(SEED, step))
+        digest.add(prep)
+        loss = model(input_ids=prep.tensors["input_ids"], labels=prep.tensors["labels"]).loss
+        loss.backward()
+        torch.nn.utils.clip_grad_norm_(model.parameters(), tcfg.clip)
+        optimizer.step()
+        scheduler.step()
+        optimizer.zero_grad(set_to_none=True)
+        secs.append(time.perf_counter() - t0)
+        losses.append(loss.item())
+    return {"step_seconds": secs, "losses": losses, "digest": digest.h.hexdigest()[:16], "targets": digest.targets,
+            "threads": torch.get_num_threads(),
+            "eval": evaluate(model, tok, heldout, seq_len=args.seq_len, sequences=args.eval_sequences,
+                             mask_prob=tcfg.mask_prob)}
+
+
+def child_main(args) -> None:
+    import torch
+
+    torch.set_num_threads(args.threads)
+    t = time.perf_counter()
+    result = (run_metaxlm if args.child == "metaxlm" else run_baseline)(args)
+    result["wall_seconds"] = time.perf_counter() - t
+    result["peak_rss_mb"] = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+    print("RESULT " + json.dumps(result), flush=True)
+
+
+def run_child(side: str, argv: list[str]) -> dict:
+    env = {**os.environ, "TOKENIZERS_PARALLELISM": "false"}
+    proc = subprocess.run([sys.executable, __file__, "--child", side, *argv], capture_output=True, text=True, env=env)
+    if proc.returncode != 0:
+        sys.stderr.write(proc.stdout[-5000:] + proc.stderr[-5000:])
+        raise SystemExit(f"{side} run failed (exit {proc.returncode})")
+    return json.loads(next(ln for ln in reversed(proc.stdout.splitlines()) if ln.startswith("RESULT "))[7:])
+
+
+# -- machine peak and FLOPs --------------------------------------------------------------------------------
+def matmul_peak(dtype_name: str, threads: int, n: int = 2048, reps: int = 20, trials: int = 3) -> float:
+    """Best-of-`trials` GFLOP/s of an n×n @ n×n matmul repeated `reps` times on `threads` threads."""
+    import torch
+
+    torch.set_num_threads(threads)
+    dtype = getattr(torch, dtype_name)
+    a, b = torch.randn(n, n, dtype=dtype), torch.randn(n, n, dtype=dtype)
+    for _ in range(3):
+        a @ b
+    best = 0.0
+    for _ in range(trials):
+        t = time.perf_counter()
+        for _ in range(reps):
+            a @ b
+        best = max(best, 2 * n**3 * reps / (time.perf_counter() - t) / 1e9)
+    return best
+
+
+def model_counts(args, vocab: int) -> dict:
+    """Parameter counts of the benchmarked model (built on the meta device: no memory, no time)."""
+    import torch
+    from transformers import BertConfig, BertForMaskedLM
+
+    with torch.device("meta"):
+        m = BertForMaskedLM(BertConfig(vocab_size=vocab, hidden_size=args.hidden, num_hidden_layers=args.layers,
+                                       num_attention_heads=args.heads, intermediate_size=args.ffn,
+                                       max_position_embeddings=max(512, args.seq_len), tie_word_embeddings=True))
+    body = sum(p.numel() for p in m.bert.encoder.parameters()) + \
+        sum(p.numel() for p in m.cls.predictions.transform.parameters())
+    return {"total": sum(p.numel() for p in m.parameters()), "body": body,
+            "output_layer": args.hidden * vocab + vocab,
+            "embeddings": sum(p.numel() for p in m.bert.embeddings.parameters())}
+
+
+def flops_per_token(counts: dict, args, out_fraction: float) -> float:
+    return 6 * counts["body"] + 6 * counts["output_layer"] * out_fraction + \
+        12 * args.layers * args.seq_len * args.hidden
+
+
+# -- main ------------------------------------------------------------------------------------------------
+def parse_args(argv=None):
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--layers", type=int, default=6)
+    ap.add_argument("--hidden", type=int, default=384)
+    ap.add_argument("--heads", type=int, default=12)
+    ap.add_argument("--ffn", type=int, default=1536)
+    ap.add_argument("--vocab-size", type=int, default=32000, help="requested sentencepiece vocabulary size")
+    ap.add_argument("--sample-sentences", type=int, default=200_000, help="texts sampled to train the vocabulary")
+    ap.add_argument("--langs", default="", help="comma-separated demo languages (default: all 12)")
+    ap.add_argument("--seq-len", type=int, default=128)
+    ap.add_argument("--batch-size", type=int, default=32, help="sequences per step")
+    ap.add_argument("--warmup", type=int, default=5, help="untimed warm-up steps")
+    ap.add_argument("--steps", type=int, default=30, help="timed steps (after the warm-up steps)")
+    ap.add_argument("--lr", type=float, default=5e-4)
+    ap.add_argument("--lr-warmup", type=int, default=5, help="learning-rate warm-up steps (then linear decay)")
+    ap.add_argument("--eval-sequences", type=int, default=16, help="held-out sequences per language")
+    ap.add_argument("--heldout-texts", type=int, default=300, help="texts per language held out when preparing")
+    ap.add_argument("--threads", type=int, default=len(os.sched_getaffinity(0)))
+    ap.add_argument("--cache", default=str(REPO / ".cache" / "bench-pretrain"))
+    ap.add_argument("--out", default=str(REPO / "runs" / "bench" / "pretrain_throughput.json"))
+    ap.add_argument("--child", choices=["metaxlm", "baseline"], help=argparse.SUPPRESS)
+    ap.add_argument("--data", help=argparse.SUPPRESS)
+    return ap.parse_args(argv)
+
+
+def summarize(side: dict, warmup: int, tokens_per_step: int) -> dict:
+    timed = side["step_seconds"][warmup:]
+    return {"tokens_per_s": tokens_per_step * len(timed) / sum(timed),
+            "median_step_seconds": sorted(timed)[len(timed) // 2], "timed_steps": len(timed),
+            "peak_rss_mb": side["peak_rss_mb"], "first_step_loss": side["losses"][0],
+            "last_step_loss": side["losses"][-1], "wall_seconds": side["wall_seconds"]}
+
+
+def main() -> None:
+    args = parse_args()
+    if args.child:
+        child_main(args)
+        return
+    langs = [x for x in args.langs.split(",") if x] or None
+    t_data = time.perf_counter()
+    data = prepare_data(Path(args.cache), vocab_size=args.vocab_size, sample_sentences=args.sample_sentences,
+                        heldout_texts=args.heldout_texts, langs=langs)
+    t_data = time.perf_counter() - t_data
+    vocab_stats = json.loads((data / "vocab" / "vocab_stats.json").read_text())
+    meta = json.loads((data / "prepared" / "meta.json").read_text())
+    vocab = vocab_stats["vocab_size"]
+
+    bf16_peak = matmul_peak("bfloat16", args.threads)
+    fp32_peak = matmul_peak("float32", args.threads)
+    print(f"matmul peak on {args.threads} threads: bf16 {bf16_peak:.0f} GFLOP/s, fp32 {fp32_peak:.0f} GFLOP/s",
+          flush=True)
+
+    argv = [a for a in sys.argv[1:]] + ["--data", str(data)]
+    load_before = os.getloadavg()
+    print("metaxlm engine ...", flush=True)
+    ours = run_child("metaxlm", argv)
+    print("HF baseline ...", flush=True)
+    base = run_child("baseline", argv)
+    load_after = os.getloadavg()
+
+    tokens_per_step = args.batch_size * args.seq_len
+    counts = model_counts(args, vocab)
+    timed_targets = ours["targets"][args.warmup:]
+    masked_fraction = sum(timed_targets) / (tokens_per_step * len(timed_targets))
+    useful = flops_per_token(counts, args, 1.0)
+    executed_ours = flops_per_token(counts, args, masked_fraction)
+    s_ours, s_base = summarize(ours, args.warmup, tokens_per_step), summarize(base, args.warmup, tokens_per_step)
+
+    def mfu(tok_s: float, flops: float) -> dict:
+        return {"achieved_gflop_s": tok_s * flops / 1e9, "vs_bf16_peak": tok_s * flops / 1e9 / bf16_peak,
+                "vs_fp32_peak": tok_s * flops / 1e9 / fp32_peak}
+
+    s_ours["mfu_useful_full_logit_equivalent"] = mfu(s_ours["tokens_per_s"], useful)
+    s_ours["mfu_executed"] = mfu(s_ours["tokens_per_s"], executed_ours)
+    s_base["mfu_useful_full_logit_equivalent"] = s_base["mfu_executed"] = mfu(s_base["tokens_per_s"], useful)
+    s_ours["setup"] = "metaxlm.pretrain.engine.pretrain: bf16 autocast, masked-only output layer, packed sequences"
+    s_base["setup"] = "BertForMaskedLM(input_ids, labels=...): full-vocabulary logits, fp32, torch AdamW, same batches"
+    ev_o, ev_b = ours["eval"], base["eval"]
+    report = {
+        "benchmark": "pretrain_throughput",
+        "model": {"layers": args.layers, "hidden": args.hidden, "heads": args.heads, "ffn": args.ffn,
+                  "vocab_size": vocab, "vocab_size_requested": args.vocab_size,
+                  "vocab_note": "sentencepiece pieces + <pad> and <mask> (XLM-R layout)" if vocab >= args.vocab_size
+                  else f"the demo corpus supports only {vocab} ids (sentencepiece, hard_vocab_limit=False), "
+                  f"fewer than the requested {args.vocab_size}",
+                  "parameters": counts},
+        "training": {"seq_len": args.seq_len, "batch_size": args.batch_size, "tokens_per_step": tokens_per_step,
+                     "warmup_steps_untimed": args.warmup, "timed_steps": args.steps, "lr": args.lr,
+                     "lr_warmup_steps": args.lr_warmup, "mask_prob": 0.15, "alpha": ALPHA, "seed": SEED,
+                     "masked_fraction_timed": masked_fraction},
+        "data": {"cache": str(data), "languages": sorted(meta["mono"]),
+                 "train_tokens": sum(v["tokens"] for v in meta["mono"].values()),
+                 "vocab_sample_sentences": args.sample_sentences, "prep_seconds_this_run": t_data},
+        "same_batches_and_masks": ours["digest"] == base["digest"] and ours["targets"] == base["targets"],
+        "machine": {"cpus": len(os.sched_getaffinity(0)), "threads": args.threads, "cpu": platform.processor() or
+                    platform.machine(), "bf16_matmul_peak_gflop_s": bf16_peak, "fp32_matmul_peak_gflop_s": fp32_peak,
+                    "peak_method": "best of 3 x (20 x 2048x2048 @ 2048x2048), after 3 warm-up matmuls",
+                    "loadavg_before": load_before, "loadavg_after": load_after},
+        "flops": {"formula": FLOPS_FORMULA, "useful_per_token_full_logit": useful,
+                  "executed_per_token_metaxlm": executed_ours, "executed_per_token_baseline": useful},
+        "metaxlm": s_ours,
+        "baseline": s_base,
+        "speedup_tokens_per_s": s_ours["tokens_per_s"] / s_base["tokens_per_s"],
+        "heldout_after_equal_steps": {
+            "steps": args.warmup + args.steps, "precision": "fp32, full logits, both sides",
+            "masked_tokens": ev_o["masked_tokens"], "sequences": ev_o["sequences"],
+            "same_eval_set": ev_o["eval_set_digest"] == ev_b["eval_set_digest"],
+            "metaxlm": {"loss": ev_o["loss"], "accuracy": ev_o["accuracy"]},
+            "baseline": {"loss": ev_b["loss"], "accuracy": ev_b["accuracy"]},
+            "accuracy_difference_metaxlm_minus_baseline": ev_o["accuracy"] - ev_b["accuracy"],
+            "loss_difference_metaxlm_minus_baseline": ev_o["loss"] - ev_b["loss"],
+            "per_language": {k: {"metaxlm": ev_o["per_language"][k], "baseline": ev_b["per_language"][k]}
+                             for k in ev_o["per_language"]},
+        },
+    }
+    Path(args.out).parent.mkdir(parents=True, exist_ok=True)
+    Path(args.out).write_text(json.dumps(report, indent=2) + "\n")
+    print(json.dumps({k: report[k] for k in ("metaxlm", "baseline", "speedup_tokens_per_s",
+                                             "heldout_after_equal_steps")}, indent=2))
+
+
+if __name__ == "__main__":
+    main()

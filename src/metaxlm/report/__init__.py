@@ -1,0 +1,1 @@
+"""Reports: tables and plots people look at."""
