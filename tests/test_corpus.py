@@ -58,3 +58,21 @@ def test_parallel_tsv_and_two_files(tmp_path):
     assert count_pairs(tsv) == count_pairs(two) == 2
     with pytest.raises(ValueError, match="either `path`"):
         ParallelSpec(src="x")
+
+
+def test_list_of_paths_reads_all_and_skips_empty_files(tmp_path, capsys):
+    from metaxlm.config import DataConfig
+
+    (tmp_path / "big").mkdir()
+    (tmp_path / "big" / "de.txt").write_text("eins\nzwei\n")
+    (tmp_path / "big" / "hi.txt").write_text("")
+    (tmp_path / "de.txt").write_text("drei\n")
+    (tmp_path / "hi.txt").write_text("ek\n")
+    data = DataConfig(languages=["de", "hi"], mono=[str(tmp_path / "big" / "{lang}.txt"), str(tmp_path / "{lang}.txt")])
+    specs = data.mono_corpora()
+    assert list(iter_texts(specs["de"])) == ["eins", "zwei", "drei"] and count_texts(specs["de"]) == 3
+    assert list(iter_texts(specs["hi"])) == ["ek"]
+    assert "hi.txt is empty" in capsys.readouterr().out
+    (tmp_path / "hi.txt").write_text("")
+    with pytest.raises(DataError, match="every file of this corpus is empty"):
+        count_texts(specs["hi"])

@@ -23,9 +23,10 @@ class Strict(BaseModel):
 
 
 class CorpusSpec(Strict):
-    """One monolingual corpus: a file, a directory of files, an HF `save_to_disk` dir, or `hub:NAME[:CONFIG]`."""
+    """One monolingual corpus: a file, a directory of files, an HF `save_to_disk` dir, or `hub:NAME[:CONFIG]`;
+    or a list of files/directories read one after the other."""
 
-    path: str
+    path: str | list[str]
     format: Literal["auto", "text", "jsonl", "arrow", "hub"] = "auto"
     text_field: str = "text"
     unit: Literal["line", "document"] = "line"
@@ -48,8 +49,8 @@ class ParallelSpec(Strict):
 
 class DataConfig(Strict):
     languages: list[str]
-    # A string is a path template with `{lang}`; a mapping gives one corpus per language.
-    mono: str | dict[str, str | CorpusSpec] = Field(default_factory=dict)
+    # A string (or list of strings) is a path template with `{lang}`; a mapping gives one corpus per language.
+    mono: str | list[str] | dict[str, str | list[str] | CorpusSpec] = Field(default_factory=dict)
     # Template keys use `{lang}` for the non-English side, e.g. `parallel/en-{lang}.tsv.xz`.
     parallel: str | dict[str, str | ParallelSpec] = Field(default_factory=dict)
     pivot: str = "en"
@@ -68,10 +69,12 @@ class DataConfig(Strict):
     def mono_corpora(self) -> dict[str, CorpusSpec]:
         if isinstance(self.mono, str):
             return {lang: CorpusSpec(path=self.mono.format(lang=lang)) for lang in self.languages}
+        if isinstance(self.mono, list):
+            return {lang: CorpusSpec(path=[t.format(lang=lang) for t in self.mono]) for lang in self.languages}
         out = {}
         for lang, spec in self.mono.items():
             check_language(lang, "data.mono")
-            out[lang] = CorpusSpec(path=spec) if isinstance(spec, str) else spec
+            out[lang] = spec if isinstance(spec, CorpusSpec) else CorpusSpec(path=spec)
         return out
 
     def parallel_corpora(self) -> dict[str, ParallelSpec]:

@@ -25,13 +25,30 @@ def _files(path: Path) -> list[Path]:
     return [path]
 
 
+def _spec_files(spec: CorpusSpec) -> list[Path]:
+    """The files of a corpus; with several paths, an empty file is skipped with a note (it holds no data)."""
+    if isinstance(spec.path, str):
+        return _files(Path(spec.path))
+    files = [f for p in spec.path for f in _files(Path(p))]
+    kept = [f for f in files if readers.count_lines(f, nonblank=True)]
+    for f in sorted(set(files) - set(kept)):
+        print(f"note: {f} is empty; the corpus continues with its other files")
+    if not kept:
+        raise DataError(", ".join(spec.path), None, "every file of this corpus is empty")
+    return kept
+
+
 def _is_arrow_dir(path: Path) -> bool:
     return path.is_dir() and ((path / "dataset_info.json").exists() or (path / "dataset_dict.json").exists())
 
 
 def _fmt(spec: CorpusSpec) -> str:
     if spec.format != "auto":
+        if not isinstance(spec.path, str) and spec.format in ("arrow", "hub"):
+            raise DataError(", ".join(spec.path), None, f"format {spec.format} takes one path, not a list")
         return spec.format
+    if not isinstance(spec.path, str):
+        return "auto"
     if spec.path.startswith("hub:"):
         return "hub"
     if _is_arrow_dir(Path(spec.path)):
@@ -65,7 +82,7 @@ def iter_texts(spec: CorpusSpec, *, skip_bad: bool = False, report: SkipReport |
         ds = datasets.load_dataset(name, conf or None, split=spec.split, streaming=True)
         yield from (row[spec.text_field] for row in ds if row[spec.text_field].strip())
     else:
-        for f in _files(Path(spec.path)):
+        for f in _spec_files(spec):
             yield from readers.read_corpus(f, fmt=fmt, text_field=spec.text_field, unit=spec.unit,
                                            skip_bad=skip_bad, report=report)
 
@@ -77,7 +94,7 @@ def count_texts(spec: CorpusSpec) -> int:
         return _arrow_split(spec).num_rows
     if fmt in ("auto", "text") and spec.unit == "line":
         # Fast path: non-blank line count without decoding (readers validate when the text is used).
-        return sum(readers.count_lines(f, nonblank=True) for f in _files(Path(spec.path)))
+        return sum(readers.count_lines(f, nonblank=True) for f in _spec_files(spec))
     return sum(1 for _ in iter_texts(spec, skip_bad=True, report=SkipReport()))
 
 

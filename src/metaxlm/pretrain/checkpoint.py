@@ -17,13 +17,15 @@ import torch
 from metaxlm.io import atomic_write_json, atomic_write_text
 
 
-def save_checkpoint(ckpt_root: Path, step: int, *, model, optimizer, scheduler, state: dict, keep: int) -> Path:
+def save_checkpoint(ckpt_root: Path, step: int, *, model, optimizer, scheduler, state: dict, keep: int,
+                    weights: dict | None = None) -> Path:
+    """`weights`: gathered full weights when the model is sharded (FSDP/DeepSpeed); else the model's own."""
     ckpt_root.mkdir(parents=True, exist_ok=True)
     final = ckpt_root / f"step_{step:08d}"
     tmp = ckpt_root / f".tmp-step_{step:08d}"
     shutil.rmtree(tmp, ignore_errors=True)
     tmp.mkdir()
-    model.save_pretrained(str(tmp))  # safetensors
+    model.save_pretrained(str(tmp), state_dict=weights)  # safetensors
     torch.save(optimizer.state_dict(), tmp / "optimizer.pt")
     torch.save(scheduler.state_dict(), tmp / "scheduler.pt")
     atomic_write_json(tmp / "trainer_state.json", {"step": step, **state})

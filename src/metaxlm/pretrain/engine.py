@@ -95,6 +95,17 @@ def heldout_loss(model, eval_rows: dict[str, torch.Tensor], objective, *, seed: 
     return out
 
 
+def _gathered_weights(acc, module) -> dict | None:
+    """Full HF weights under FSDP/DeepSpeed (collective: every process calls it); None otherwise, when
+    the local model already holds them."""
+    from accelerate.utils import DistributedType
+
+    if acc.distributed_type not in (DistributedType.FSDP, DistributedType.DEEPSPEED):
+        return None
+    full = acc.get_state_dict(module)
+    return {k.removeprefix("model."): v for k, v in full.items() if k.startswith("model.")}
+
+
 class ObjectiveModule(torch.nn.Module):
     """The HF model plus the objectives' own modules, called as one module so that DDP (through
     accelerate) sees every forward: `module(name, tensors)` returns that objective's summed loss."""
@@ -231,8 +242,9 @@ def pretrain(*, model, tokenizer, train_data: dict, heldout_data: dict, cfg: Tra
         if step % cfg.eval_every == 0 or step == cfg.steps:
             evaluate(step)
         if step % cfg.save_every == 0 or step == cfg.steps:
+            gathered = _gathered_weights(acc, model)
             if acc.is_main_process:
-                save_checkpoint(ckpt_root, step, model=hf_model, optimizer=optimizer.optimizer
+                save_checkpoint(ckpt_root, step, model=hf_model, weights=gathered, optimizer=optimizer.optimizer
                                 if hasattr(optimizer, "optimizer") else optimizer, scheduler=scheduler,
                                 state={"batches": batches.state_dict(), "tokens": step * tokens_per_step},
                                 keep=cfg.keep_checkpoints)
@@ -241,11 +253,12 @@ def pretrain(*, model, tokenizer, train_data: dict, heldout_data: dict, cfg: Tra
 
     final = out / "final"
     heldout = {}
+    gathered = _gathered_weights(acc, model)
     if acc.is_main_process:
         from metaxlm.io import atomic_dir
 
         with atomic_dir(final) as tmp:
-            hf_model.save_pretrained(str(tmp))
+            hf_model.save_pretrained(str(tmp), state_dict=gathered)
             tokenizer.save_pretrained(str(tmp))
         heldout = heldout_loss(hf_model, eval_rows, mlm, seed=seed + 12345, autocast=acc.autocast) \
             if eval_rows else {}
