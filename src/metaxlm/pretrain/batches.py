@@ -13,6 +13,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
+import pyarrow as pa
 import torch
 
 from metaxlm.data.sampling import LanguageSampler
@@ -29,6 +30,36 @@ def _lang_seed(seed: int, key: str) -> int:
     return seed * 1_000_003 + sum((i + 1) * ord(c) for i, c in enumerate(key))
 
 
+class _ListColumn:
+    """Random access to row i of a list<int> column straight from the Arrow buffers (memory-mapped, zero-copy):
+    ~10x cheaper than `dataset[i][column]`, which formats a whole row through `datasets`."""
+
+    def __init__(self, dataset, column: str):
+        chunks = dataset.data.column(column).chunks
+        self.offsets = [c.offsets.to_numpy() for c in chunks]  # absolute positions in each chunk's values
+        self.values = [c.values.to_numpy(zero_copy_only=True) for c in chunks]
+        self.starts = np.cumsum([0] + [len(c) for c in chunks[:-1]])
+
+    @classmethod
+    def of(cls, dataset, column: str) -> _ListColumn | None:
+        """None when the dataset is not a plain Arrow table with a non-null integer-list column."""
+        try:
+            if getattr(dataset, "_indices", None) is not None:  # a select()/shuffle() view: rows are remapped
+                return None
+            col = dataset.data.column(column)
+            if col.null_count or not all(pa.types.is_list(c.type) or pa.types.is_large_list(c.type)
+                                         for c in col.chunks) or not pa.types.is_integer(col.type.value_type):
+                return None
+            return cls(dataset, column)
+        except (AttributeError, KeyError, TypeError, ValueError, pa.ArrowException):
+            return None
+
+    def row(self, i: int) -> list[int]:
+        k = int(np.searchsorted(self.starts, i, side="right")) - 1
+        offsets, j = self.offsets[k], i - int(self.starts[k])
+        return self.values[k][offsets[j]:offsets[j + 1]].tolist()
+
+
 class TextStream:
     """Endless stream of token-id lists from one Arrow dataset, reshuffled every epoch (seeded)."""
 
@@ -36,6 +67,7 @@ class TextStream:
         self.ds, self.key, self.seed, self.column = dataset, key, seed, column
         self.epoch, self.pos, self.leftover = 0, 0, []
         self._order = None
+        self._fast = _ListColumn.of(dataset, column)
 
     def _perm(self) -> np.ndarray:
         if self._order is None or self._order[0] != self.epoch:
@@ -46,9 +78,9 @@ class TextStream:
     def next_text(self) -> list[int]:
         if self.pos >= len(self.ds):
             self.epoch, self.pos = self.epoch + 1, 0
-        ids = self.ds[int(self._perm()[self.pos])][self.column]
+        i = int(self._perm()[self.pos])
         self.pos += 1
-        return list(ids)
+        return self._fast.row(i) if self._fast is not None else list(self.ds[i][self.column])
 
     def state_dict(self) -> dict:
         return {"epoch": self.epoch, "pos": self.pos, "leftover": list(self.leftover)}
