@@ -81,7 +81,7 @@ def _plots(run: Path, out: dict, curves: dict, langs: list[str], others: list[st
         steps = [int(s) for s in c]
         ax.plot(steps, list(c.values()), marker="o", markersize=3, label=v)
     ax.set_xlabel("pretraining step")
-    ax.set_ylabel(f"held-out MLM loss, mean of {len(others)} non-English languages")
+    ax.set_ylabel(f"held-out MLM loss\n(mean of {len(others)} non-English languages)")
     ax.set_title("Cross-lingual pretraining: held-out MLM loss")
     ax.grid(alpha=0.3)
     ax.legend()
