@@ -12,6 +12,7 @@ import subprocess
 from pathlib import Path
 
 import pytest
+from test_readers import b64  # dictd's base64 numbers, written independently of the reader
 
 from metaxlm.data.demo import alignments as al
 from metaxlm.data.demo import build as bd
@@ -185,23 +186,13 @@ def test_write_xz_is_deterministic(tmp_path):
 
 
 # -- dictionaries ------------------------------------------------------------------------------------------
-def _b64(n: int) -> str:
-    digits = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/"
-    out = ""
-    while True:
-        out = digits[n % 64] + out
-        n //= 64
-        if not n:
-            return out
-
-
 def _write_dictd(root: Path, entries: dict[str, str]) -> Path:
     d = root / "usr/share/dictd"
     d.mkdir(parents=True)
     data, index = b"", []
     for head, body in sorted(entries.items()):
         raw = body.encode()
-        index.append(f"{head}\t{_b64(len(data))}\t{_b64(len(raw))}")
+        index.append(f"{head}\t{b64(len(data))}\t{b64(len(raw))}")
         data += raw
     (d / "freedict-eng-deu.index").write_text("\n".join(index) + "\n", encoding="utf-8")
     with gzip.open(d / "freedict-eng-deu.dict.dz", "wb") as f:
