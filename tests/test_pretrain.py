@@ -2,6 +2,7 @@
 atomic checkpoints, non-finite loss, reloadable outputs."""
 
 import json
+import math
 import os
 import shutil
 import signal
@@ -244,3 +245,56 @@ def test_pipeline_compares_xlm_and_metaxlm(run_template, tmp_path):
     assert step0["metaxlm"]["heldout_loss/en"] < step0["xlm"]["heldout_loss/en"] - 0.5
     # a rerun keeps finished variants
     assert stage_pretrain(cfg, progress=False) == comparison
+
+
+@pytest.fixture(scope="module")
+def parallel_template(corpora, tokenizer_dir, tmp_path_factory):
+    from metaxlm.config import ParallelSpec
+
+    root = tmp_path_factory.mktemp("pretrain_parallel")
+    shutil.copytree(tokenizer_dir, root / "vocab")
+    pairs = root / "en-de.tsv"
+    pairs.write_text("".join(f"the cat sleeps on the red chair {i}\tdie Katze schläft auf dem roten Stuhl {i}\n"
+                             for i in range(200)))
+    prepare_corpora({k: CorpusSpec(path=str(p)) for k, p in corpora.items()}, {"en-de": ParallelSpec(path=str(pairs))},
+                    root / "vocab", root / "prepared", PrepareConfig(num_proc=1, heldout_texts=20), progress=False)
+    return root
+
+
+def test_mixes_monolingual_and_parallel_batches_and_resumes_exactly(parallel_template, tmp_path):
+    from metaxlm.pretrain.batches import PackedBatches, load_prepared
+
+    tok = load_tokenizer(parallel_template / "vocab")
+    par = PackedBatches(load_prepared(parallel_template / "prepared", "parallel"), seq_len=32, alpha=0.7, seed=0,
+                        bos_id=tok.cls_token_id, eos_id=tok.sep_token_id, kind="parallel")
+    batch = par.next_batch(2)
+    text = tok.decode(batch.input_ids[0])
+    assert batch.kind == "parallel" and "Katze" in text and "cat" in text  # TLM sees both sides of a pair
+
+    overrides = ["train.objectives={mlm: 1.0, tlm: 0.5}"]
+    cfg = load_config(make_config(parallel_template, tmp_path, steps=6, save_every=3, keep_checkpoints=5), overrides)
+    run_pretrain(cfg, "xlm", progress=False)
+    out = tmp_path / "run" / "pretrain" / "xlm"
+    rows = metrics(out)
+    assert all(math.isfinite(r["loss"]) for r in rows if "loss" in r)
+    assert [r for r in rows if "tokens" in r][-1]["tokens"] == 6 * 2 * 8 * 32  # one mono + one parallel batch/step
+    # resume the same run from its step-3 checkpoint: both data streams continue exactly
+    again = tmp_path / "again"
+    shutil.copytree(tmp_path / "run", again)
+    ckpt = again / "pretrain" / "xlm" / "ckpt"
+    shutil.rmtree(ckpt / "step_00000006")
+    (ckpt / "latest").write_text("step_00000003\n")
+    shutil.rmtree(again / "pretrain" / "xlm" / "final")
+    cfg2 = load_config(tmp_path / "cfg.yaml", [*overrides, f"output_dir={again}", "train.keep_checkpoints=5"])
+    run_pretrain(cfg2, "xlm", resume=True, progress=False)
+    wa, wb = final_weights(out), final_weights(again / "pretrain" / "xlm")
+    for k in wa:
+        torch.testing.assert_close(wa[k], wb[k], rtol=1e-6, atol=1e-7)
+
+
+def test_parallel_objective_without_parallel_data_is_a_clear_error(run_template, tmp_path):
+    from metaxlm.errors import MetaXLMError
+
+    cfg = load_config(make_config(run_template, tmp_path), ["train.objectives={mlm: 1.0, tlm: 1.0}"])
+    with pytest.raises(MetaXLMError, match="need mono and parallel data"):
+        run_pretrain(cfg, "xlm", progress=False)

@@ -61,13 +61,19 @@ class _ListColumn:
 
 
 class TextStream:
-    """Endless stream of token-id lists from one Arrow dataset, reshuffled every epoch (seeded)."""
+    """Endless stream of token-id lists from one Arrow dataset, reshuffled every epoch (seeded).
 
-    def __init__(self, dataset, key: str, seed: int, column: str = "input_ids"):
+    A parallel dataset (columns src_ids, tgt_ids) yields `src </s> tgt`: the translation pair as one
+    text, which is what translation language modelling (TLM) masks."""
+
+    def __init__(self, dataset, key: str, seed: int, column: str = "input_ids", joiner: int | None = None):
         self.ds, self.key, self.seed, self.column = dataset, key, seed, column
         self.epoch, self.pos, self.leftover = 0, 0, []
         self._order = None
-        self._fast = _ListColumn.of(dataset, column)
+        self.pair = "src_ids" in dataset.column_names
+        self.joiner = joiner
+        self._fast = None if self.pair else _ListColumn.of(dataset, column)
+        self._fast_pair = (_ListColumn.of(dataset, "src_ids"), _ListColumn.of(dataset, "tgt_ids")) if self.pair else None
 
     def _perm(self) -> np.ndarray:
         if self._order is None or self._order[0] != self.epoch:
@@ -80,6 +86,12 @@ class TextStream:
             self.epoch, self.pos = self.epoch + 1, 0
         i = int(self._perm()[self.pos])
         self.pos += 1
+        if self.pair:
+            src, tgt = self._fast_pair
+            if src is not None and tgt is not None:
+                return src.row(i) + [self.joiner] + tgt.row(i)
+            row = self.ds[i]
+            return list(row["src_ids"]) + [self.joiner] + list(row["tgt_ids"])
         return self._fast.row(i) if self._fast is not None else list(self.ds[i][self.column])
 
     def state_dict(self) -> dict:
@@ -90,15 +102,21 @@ class TextStream:
 
 
 class PackedBatches:
-    """Builds (B, seq_len) batches of packed monolingual sequences with α-sampled languages."""
+    """Builds (B, seq_len) batches of packed sequences with α-sampled languages (or language pairs, for
+    parallel data: kind="parallel", each text being `src </s> tgt`)."""
 
-    def __init__(self, datasets: dict, *, seq_len: int, alpha: float, seed: int, bos_id: int, eos_id: int):
+    def __init__(self, datasets: dict, *, seq_len: int, alpha: float, seed: int, bos_id: int, eos_id: int,
+                 kind: str = "mono"):
         if seq_len < 8:
             raise ValueError("seq_len must be at least 8")
         sizes = {k: len(ds) for k, ds in datasets.items() if len(ds)}
-        self.streams = {k: TextStream(datasets[k], k, seed) for k in sizes}
-        self.sampler = LanguageSampler(sizes, alpha, seed=seed)
-        self.seq_len, self.bos, self.eos = seq_len, bos_id, eos_id
+        if not sizes:
+            raise ValueError(f"no {kind} training data")
+        # parallel streams get their own seeds, so adding parallel data never changes the mono batches
+        stream_seed = seed if kind == "mono" else seed + 7_777_777
+        self.streams = {k: TextStream(datasets[k], k, stream_seed, joiner=eos_id) for k in sizes}
+        self.sampler = LanguageSampler(sizes, alpha, seed=stream_seed)
+        self.seq_len, self.bos, self.eos, self.kind = seq_len, bos_id, eos_id, kind
 
     def _sequence(self, key: str) -> list[int]:
         s = self.streams[key]
@@ -117,7 +135,7 @@ class PackedBatches:
     def next_batch(self, batch_size: int) -> Batch:
         langs = self.sampler.sample(batch_size)
         rows = [self._sequence(k) for k in langs]
-        return Batch(torch.tensor(rows, dtype=torch.long), langs)
+        return Batch(torch.tensor(rows, dtype=torch.long), langs, self.kind)
 
     def state_dict(self) -> dict:
         return {"sampler": self.sampler.state_dict(), "streams": {k: s.state_dict() for k, s in self.streams.items()}}

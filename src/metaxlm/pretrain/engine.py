@@ -229,8 +229,11 @@ class ObjectiveModule(torch.nn.Module):
 
 def pretrain(*, model, tokenizer, train_data: dict, heldout_data: dict, cfg: TrainConfig, alpha: float, seed: int,
              out_dir: str | Path, resume: bool = False, progress: bool = True,
-             extra_objectives: dict | None = None) -> PretrainResult:
+             extra_objectives: dict | None = None, parallel_data: dict | None = None) -> PretrainResult:
     """Train `model` (an HF *ForMaskedLM) on prepared data; write checkpoints, metrics and `final/`.
+
+    Each step draws one batch per kind of data its objectives need (monolingual from `train_data`,
+    parallel from `parallel_data`) and sums the objectives' losses with their configured weights.
 
     `extra_objectives` maps a name to (objective instance, weight) for objectives built by the caller
     (e.g. distillation from a teacher); they see the same batches as the first registered objective.
@@ -244,11 +247,16 @@ def pretrain(*, model, tokenizer, train_data: dict, heldout_data: dict, cfg: Tra
     if micro % world:
         raise MetaXLMError(f"train.batch_size/grad_accum ({micro}) must be a multiple of the process count ({world})")
 
-    objectives = {name: build_objective(name, tokenizer, **({"mask_prob": cfg.mask_prob} if name == "mlm" else {}))
+    objectives = {name: build_objective(name, tokenizer, **({"mask_prob": cfg.mask_prob} if name in ("mlm", "tlm") else {}))
                   for name in cfg.objectives}
     mlm = objectives.get("mlm") or build_objective("mlm", tokenizer, mask_prob=cfg.mask_prob)
-    batches = PackedBatches(train_data, seq_len=cfg.seq_len, alpha=alpha, seed=seed,
-                            bos_id=tokenizer.cls_token_id, eos_id=tokenizer.sep_token_id)
+    kinds = {o.batch_kind for o in objectives.values()} | {o.batch_kind for o, _ in (extra_objectives or {}).values()}
+    sources = {"mono": train_data, "parallel": parallel_data or {}}
+    if not all(sources[k] for k in kinds):
+        raise MetaXLMError(f"objectives {', '.join(cfg.objectives)} need {' and '.join(sorted(kinds))} data; "
+                           f"the prepared data has none of kind {[k for k in kinds if not sources[k]]}")
+    batches = {k: PackedBatches(sources[k], seq_len=cfg.seq_len, alpha=alpha, seed=seed, kind=k,
+                                bos_id=tokenizer.cls_token_id, eos_id=tokenizer.sep_token_id) for k in sorted(kinds)}
     eval_rows = {k: fixed_eval_batches(ds, seq_len=cfg.seq_len, max_sequences=cfg.eval_sequences,
                                        bos_id=tokenizer.cls_token_id, eos_id=tokenizer.sep_token_id)
                  for k, ds in heldout_data.items()}
@@ -268,7 +276,8 @@ def pretrain(*, model, tokenizer, train_data: dict, heldout_data: dict, cfg: Tra
         if latest is None:
             raise MetaXLMError(f"--resume: no checkpoint under {ckpt_root}")
         state = load_checkpoint(latest, model=hf_model, optimizer=optimizer, scheduler=scheduler)
-        batches.load_state_dict(state["batches"])
+        for k, b in batches.items():
+            b.load_state_dict(state["batches"][k])
         start = state["step"]
     model, optimizer = acc.prepare(model, optimizer)
     model.train()
@@ -307,7 +316,7 @@ def pretrain(*, model, tokenizer, train_data: dict, heldout_data: dict, cfg: Tra
 
     if start == 0:
         evaluate(0)
-    tokens_per_step = cfg.batch_size * cfg.seq_len
+    tokens_per_step = cfg.batch_size * cfg.seq_len * len(batches)  # one batch per kind of data
     bar = tqdm(total=cfg.steps, initial=start, desc=f"pretrain {out.name}", unit="step",
                disable=not (progress and acc.is_main_process), dynamic_ncols=True)
     last = {}
@@ -316,12 +325,12 @@ def pretrain(*, model, tokenizer, train_data: dict, heldout_data: dict, cfg: Tra
         torch.manual_seed(seed * 1_000_003 + step * 1009 + rank)  # dropout: a function of (seed, step, rank)
         gen = step_generator(seed, step)
         loss_total = torch.zeros((), dtype=torch.float64)
-        batch = prepared = None
+        step_batches = {}
         for name, weight in weights.items():
             obj = objectives[name]
-            if batch is None or obj.batch_kind != batch.kind:
-                batch = batches.next_batch(cfg.batch_size)
-            prepared = obj.prepare(batch, gen)
+            if obj.batch_kind not in step_batches:  # objectives of one kind share the step's batch
+                step_batches[obj.batch_kind] = batches[obj.batch_kind].next_batch(cfg.batch_size)
+            prepared = obj.prepare(step_batches[obj.batch_kind], gen)
             count = max(prepared.num_targets, 1)
             for m in range(cfg.grad_accum):
                 part = prepared.rows(torch.arange(m * micro + rank, (m + 1) * micro, world))
@@ -356,7 +365,8 @@ def pretrain(*, model, tokenizer, train_data: dict, heldout_data: dict, cfg: Tra
             if acc.is_main_process:
                 save_checkpoint(ckpt_root, step, model=hf_model, weights=gathered, optimizer=optimizer.optimizer
                                 if hasattr(optimizer, "optimizer") else optimizer, scheduler=scheduler,
-                                state={"batches": batches.state_dict(), "tokens": step * tokens_per_step},
+                                state={"batches": {k: b.state_dict() for k, b in batches.items()},
+                                       "tokens": step * tokens_per_step},
                                 keep=cfg.keep_checkpoints)
             acc.wait_for_everyone()
     bar.close()

@@ -123,4 +123,4 @@ def run_pretrain(cfg: RunConfig, variant: str, *, resume: bool = False, progress
                                             language=cfg.data.pivot), transfer.distill)
     return pretrain(model=model, tokenizer=tokenizer, train_data=train_data, heldout_data=heldout, cfg=cfg.train,
                     alpha=cfg.data.alpha, seed=cfg.seed, out_dir=out, resume=resume, progress=progress,
-                    extra_objectives=extra)
+                    extra_objectives=extra, parallel_data=load_prepared(run / "prepared", "parallel"))

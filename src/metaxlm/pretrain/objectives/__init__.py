@@ -64,4 +64,4 @@ def build_objective(name: str, tokenizer, **options) -> Objective:
     return OBJECTIVES[name](tokenizer, **options)
 
 
-from metaxlm.pretrain.objectives import distill, mlm  # noqa: E402,F401  (registers)
+from metaxlm.pretrain.objectives import distill, mlm, tlm  # noqa: E402,F401  (registers)
