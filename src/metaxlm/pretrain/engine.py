@@ -28,6 +28,7 @@ import sys
 import threading
 import time
 from concurrent.futures import ThreadPoolExecutor
+from contextlib import nullcontext
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -40,7 +41,7 @@ from tqdm import tqdm
 from metaxlm.config import TrainConfig
 from metaxlm.errors import MetaXLMError
 from metaxlm.io import atomic_write_json, atomic_write_text
-from metaxlm.pretrain.batches import PackedBatches, fixed_eval_batches
+from metaxlm.pretrain.batches import Batch, PackedBatches, fixed_eval_batches
 from metaxlm.pretrain.checkpoint import latest_checkpoint, load_checkpoint, save_checkpoint
 from metaxlm.pretrain.objectives import build_objective
 from metaxlm.pretrain.objectives.mlm import masked_lm_loss_sum
@@ -177,7 +178,7 @@ def _reuse_freed_memory() -> bool:
 
 
 def _training_fast_path(device: torch.device):
-    return _CPUTrainingFastPath() if device.type == "cpu" else _nullcontext()
+    return _CPUTrainingFastPath() if device.type == "cpu" else nullcontext()
 
 
 @torch.no_grad()
@@ -191,8 +192,6 @@ def heldout_loss(model, eval_rows: dict[str, torch.Tensor], objective, *, seed: 
         gen = torch.Generator().manual_seed(seed)
         total, count = 0.0, 0
         for i in range(0, len(rows), micro_batch):
-            from metaxlm.pretrain.batches import Batch
-
             prep = objective.prepare(Batch(rows[i:i + micro_batch], [lang] * len(rows[i:i + micro_batch])), gen)
             with autocast():
                 total += float(masked_lm_loss_sum(model, prep.tensors["input_ids"], prep.tensors["labels"]))
@@ -335,7 +334,7 @@ def pretrain(*, model, tokenizer, train_data: dict, heldout_data: dict, cfg: Tra
             for m in range(cfg.grad_accum):
                 part = prepared.rows(torch.arange(m * micro + rank, (m + 1) * micro, world))
                 last_micro = m == cfg.grad_accum - 1 and name == list(weights)[-1]
-                with acc.no_sync(model) if not last_micro else _nullcontext(), acc.autocast(), \
+                with acc.no_sync(model) if not last_micro else nullcontext(), acc.autocast(), \
                         _training_fast_path(acc.device):
                     loss_sum = model(name, part.tensors)
                     acc.backward(weight * loss_sum * world / count)
@@ -387,11 +386,3 @@ def pretrain(*, model, tokenizer, train_data: dict, heldout_data: dict, cfg: Tra
             writer.close()
     acc.wait_for_everyone()
     return PretrainResult(out, final, cfg.steps, heldout)
-
-
-class _nullcontext:
-    def __enter__(self):
-        return self
-
-    def __exit__(self, *exc):
-        return False
