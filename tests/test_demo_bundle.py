@@ -96,13 +96,18 @@ def test_retrieval_has_1000_pairs_unless_the_data_has_fewer():
     assert sum(len(lines(f"retrieval/en-{lang}.tsv.xz")) == 1000 for lang in FOREIGN) >= 10
 
 
+def _add_pairs(texts: dict[str, set[str]], folder: str) -> None:
+    """Both sides of every en-xx pair file in `folder` into the per-language text sets."""
+    for lang in FOREIGN:
+        for e, x in tsv(f"{folder}/en-{lang}.tsv.xz"):
+            texts["en"].add(e)
+            texts[lang].add(x)
+
+
 def _training_text() -> dict[str, set[str]]:
     """Per language, every text a model may train on: mono, both sides of parallel, task train files."""
     train: dict[str, set[str]] = {lang: set(lines(f"mono/{lang}.txt.xz")) for lang in LANGS}
-    for lang in FOREIGN:
-        for e, x in tsv(f"parallel/en-{lang}.tsv.xz"):
-            train["en"].add(e)
-            train[lang].add(x)
+    _add_pairs(train, "parallel")
     for task in ("module", "spans"):
         train["en"].update(r["text"] for r in jsonl(f"tasks/{task}/train.en.jsonl.xz"))
     return train
@@ -111,10 +116,7 @@ def _training_text() -> dict[str, set[str]]:
 def test_no_heldout_text_in_any_training_file():
     train = _training_text()
     held: dict[str, set[str]] = {lang: set() for lang in LANGS}
-    for lang in FOREIGN:
-        for e, x in tsv(f"retrieval/en-{lang}.tsv.xz"):
-            held["en"].add(e)
-            held[lang].add(x)
+    _add_pairs(held, "retrieval")
     for task in ("module", "spans"):
         held["en"].update(r["text"] for r in jsonl(f"tasks/{task}/dev.en.jsonl.xz"))
         for lang in LANGS:
