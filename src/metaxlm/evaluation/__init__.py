@@ -1,0 +1,1 @@
+"""Evaluation: metrics, the evaluation recipe (fine-tuning scenarios + feature-based probes) and results."""
