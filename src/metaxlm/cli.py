@@ -122,6 +122,50 @@ def cmd_check(args) -> None:
     print(f"{args.path}: {n:,} {f} items OK; {report.summary()}")
 
 
+def cmd_evaluate(args) -> None:
+    from metaxlm.evaluation.recipe import evaluate_run
+    from metaxlm.runinfo import write_run_info
+
+    cfg = _load(args)
+    write_run_info(cfg.output_dir, cfg)
+    evaluate_run(cfg, progress=not args.no_progress)
+    print(f"results: {Path(cfg.output_dir) / 'eval'}/*/results.json (report: metaxlm report {cfg.output_dir})")
+
+
+def cmd_finetune(args) -> None:
+    from metaxlm.finetune.scenarios import run_task
+    from metaxlm.finetune.spec import load_task_spec
+    from metaxlm.io import atomic_write_json
+
+    spec = load_task_spec(args.task, args.overrides)
+    languages = args.languages or spec.languages
+    result = run_task(spec, Path(args.model), Path(args.out), scenario=args.scenario, seeds=args.seeds,
+                      languages=languages, tokenizer_dir=Path(args.tokenizer or args.model),
+                      progress=not args.no_progress)
+    name = Path(args.model).name
+    atomic_write_json(Path(args.out) / "results.json", {"model_name": name, "model_dir": args.model,
+                                                        "tasks" if args.scenario != "transfer_matrix"
+                                                        else "transfer_matrix": {spec.name: result}})
+    from metaxlm.report.evaluation import format_task_table
+
+    print(format_task_table(spec.name, {name: result}))
+
+
+def cmd_align(args) -> None:
+    from metaxlm.features.alignment import align_file
+
+    n = align_file(args.model, args.src, args.tgt, args.out, layer=args.layer, method=args.method,
+                   batch_size=args.batch_size, tokenizer_dir=args.tokenizer, progress=not args.no_progress)
+    print(f"aligned {n:,} sentence pairs -> {args.out} (Pharaoh i-j, 0-based)")
+
+
+def cmd_report(args) -> None:
+    from metaxlm.report.evaluation import write_report
+
+    written = write_report([Path(d) for d in args.run_dirs], Path(args.out) if args.out else None)
+    print(f"report: {written['html']} (and {written['markdown']})")
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="metaxlm", description=__doc__)
     parser.add_argument("--version", action="version", version=f"metaxlm {__version__}")
@@ -136,6 +180,40 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--variant", help="which entry of `variants` (default: the first)")
     p.add_argument("--resume", action="store_true", help="continue exactly from the latest checkpoint")
     p.set_defaults(func=cmd_pretrain)
+
+    p = sub.add_parser("evaluate", help="evaluate a config's models: fine-tuning scenarios, retrieval, word alignment")
+    _add_config_args(p)
+    p.set_defaults(func=cmd_evaluate)
+
+    p = sub.add_parser("finetune", help="fine-tune and test one task on any HF model dir (configs/tasks/<task>.yaml)")
+    p.add_argument("task", help="a task name in configs/tasks (e.g. demo_module) or a task YAML file")
+    p.add_argument("overrides", nargs="*", metavar="key=value", help="override any task field (e.g. lr=3e-5)")
+    p.add_argument("--model", required=True, help="HF model dir (AutoModel)")
+    p.add_argument("--tokenizer", help="tokenizer dir (default: the model dir)")
+    p.add_argument("--out", required=True, help="output dir (fine-tuned models, predictions, results.json)")
+    p.add_argument("--scenario", default="zero_shot",
+                   choices=("zero_shot", "supervised", "translate_train", "transfer_matrix"))
+    p.add_argument("--seeds", type=int, nargs="+", default=[0])
+    p.add_argument("--languages", nargs="+", help="test languages (default: the task's)")
+    p.add_argument("--no-progress", action="store_true")
+    p.set_defaults(func=cmd_finetune)
+
+    p = sub.add_parser("align", help="word-align sentence pairs with an encoder (writes Pharaoh i-j lines)")
+    p.add_argument("--model", required=True, help="HF encoder dir (AutoModel)")
+    p.add_argument("--tokenizer", help="tokenizer dir (default: the model dir)")
+    p.add_argument("--src", required=True, help="'src ||| tgt' lines, or the source side of two line-aligned files")
+    p.add_argument("--tgt", help="target side (line-aligned with --src)")
+    p.add_argument("--out", required=True)
+    p.add_argument("--layer", type=int, default=None, help="encoder layer (default: the aligner's default)")
+    p.add_argument("--method", choices=("ot", "argmax", "itermax"), default="ot")
+    p.add_argument("--batch-size", type=int, default=64)
+    p.add_argument("--no-progress", action="store_true")
+    p.set_defaults(func=cmd_align)
+
+    p = sub.add_parser("report", help="Markdown + self-contained HTML report of one or more runs' evaluations")
+    p.add_argument("run_dirs", nargs="+", help="run output dirs (each with eval/*/results.json)")
+    p.add_argument("--out", help="output dir (default: <first run>/report)")
+    p.set_defaults(func=cmd_report)
 
     data = sub.add_parser("data", help="data: build the demo corpus, check files, prepare Arrow, stats")
     dsub = data.add_subparsers(dest="data_command", required=True)

@@ -198,10 +198,53 @@ class MetaConfig(Strict):
     dictionaries: str = "data/demo/dict/en-{lang}.txt.xz"  # en-xx dictionaries; missing files are skipped
 
 
+class RetrievalEvalSpec(Strict):
+    """Sentence retrieval pairs: a TSV per language (`english<TAB>foreign`, path template with `{lang}`), or a
+    directory of Tatoeba line files (`tatoeba.xxx-eng.{xxx,eng}`, ISO 639-3 names mapped from the run's codes)."""
+
+    path: str
+    format: Literal["tsv", "tatoeba"] = "tsv"
+    languages: list[str] | None = None  # default: the run's languages except the pivot
+    max_pairs: int | None = Field(None, ge=1)
+
+
+class AlignmentEvalSpec(Strict):
+    """A gold word-alignment set: line-aligned sentences and gold links, with index bases declared per file."""
+
+    src: str
+    tgt: str
+    gold: str
+    format: Literal["pharaoh", "sid"] = "pharaoh"  # "i-j"/"ipj" per line, or "sid i j [S|P]" lines
+    word_base: Literal[0, 1] = 0
+    sid_base: Literal[0, 1] = 0
+    method: Literal["ot", "argmax", "itermax"] = "ot"
+
+
+class EvalConfig(Strict):
+    """The `evaluate` stage: fine-tuning tasks (configs/tasks/<task>.yaml, with per-run overrides) and
+    feature-based probes, for every pretraining variant (and its intermediate checkpoints) or given models."""
+
+    # name -> {task: <configs/tasks yaml name, default = name>, any TaskSpec field: value}
+    tasks: dict[str, dict[str, Any]] = Field(default_factory=dict)
+    scenario: Literal["zero_shot", "supervised", "translate_train"] = "zero_shot"
+    transfer_matrix: list[str] = Field(default_factory=list)  # task names that also get every-source runs
+    seeds: list[int] = Field(default_factory=lambda: [0])
+    retrieval: dict[str, RetrievalEvalSpec] = Field(default_factory=dict)
+    alignment: dict[str, AlignmentEvalSpec] = Field(default_factory=dict)
+    layers: list[int] | None = None  # layers for retrieval/alignment; default: every layer (0 = embeddings)
+    batch_size: int = Field(64, ge=1)    # inference batch for the feature-based probes
+    # Intermediate pretraining checkpoints to evaluate as well (scores against steps, with the transfer gap).
+    checkpoints: bool = False
+    checkpoint_tasks: list[str] | None = None  # which tasks at intermediate checkpoints (default: all)
+    variants: list[str] | None = None  # default: every pretraining variant of the run
+    # Models evaluated in addition (or instead, with variants: []): name -> HF model dir (AutoModel).
+    models: dict[str, str] = Field(default_factory=dict)
+
+
 class RunConfig(Strict):
     output_dir: str
     seed: int = 0
-    stages: list[Literal["vocab", "prepare", "stats", "pretrain"]] = Field(
+    stages: list[Literal["vocab", "prepare", "stats", "pretrain", "evaluate", "report"]] = Field(
         default_factory=lambda: ["vocab", "prepare", "stats"])
     data: DataConfig
     vocab: VocabConfig = Field(default_factory=VocabConfig)
@@ -211,6 +254,7 @@ class RunConfig(Strict):
     meta: MetaConfig = Field(default_factory=MetaConfig)
     # The pretraining runs of the `pretrain` stage, each at the same budget (`train`).
     variants: dict[str, TransferConfig] = Field(default_factory=lambda: {"xlm": TransferConfig()})
+    evaluate: EvalConfig = Field(default_factory=EvalConfig)
 
 
 def apply_override(tree: dict[str, Any], override: str) -> None:

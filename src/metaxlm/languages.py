@@ -24,3 +24,32 @@ def check_language(code: str, where: str = "") -> str:
         prefix = f"{where}: " if where else ""
         raise ValueError(f"{prefix}unknown language code {code!r} (known: {', '.join(sorted(LANGUAGES))})")
     return code
+
+
+# The codes benchmark files use: Tatoeba (LASER) names pairs by ISO 639-3 / macrolanguage members
+# (cmn for Mandarin, pes for Persian, swh for Swahili, zsm for Malay), SIB-200 by FLORES code_script.
+TATOEBA: dict[str, str] = {
+    "af": "afr", "ar": "ara", "bg": "bul", "bn": "ben", "ca": "cat", "cs": "ces", "da": "dan", "de": "deu",
+    "el": "ell", "es": "spa", "et": "est", "eu": "eus", "fa": "pes", "fi": "fin", "fr": "fra", "he": "heb",
+    "hi": "hin", "hu": "hun", "id": "ind", "it": "ita", "ja": "jpn", "jv": "jav", "ka": "kat", "kk": "kaz",
+    "ko": "kor", "ml": "mal", "mr": "mar", "ms": "zsm", "nl": "nld", "pl": "pol", "pt": "por", "ro": "ron",
+    "ru": "rus", "sv": "swe", "sw": "swh", "ta": "tam", "te": "tel", "th": "tha", "tl": "tgl", "tr": "tur",
+    "uk": "ukr", "ur": "urd", "vi": "vie", "zh": "cmn",
+}
+FLORES: dict[str, str] = {
+    "af": "afr_Latn", "ar": "arb_Arab", "bg": "bul_Cyrl", "bn": "ben_Beng", "ca": "cat_Latn", "cs": "ces_Latn",
+    "de": "deu_Latn", "el": "ell_Grek", "en": "eng_Latn", "es": "spa_Latn", "et": "est_Latn", "eu": "eus_Latn",
+    "fa": "pes_Arab", "fi": "fin_Latn", "fr": "fra_Latn", "he": "heb_Hebr", "hi": "hin_Deva", "hu": "hun_Latn",
+    "id": "ind_Latn", "it": "ita_Latn", "ja": "jpn_Jpan", "jv": "jav_Latn", "ka": "kat_Geor", "kk": "kaz_Cyrl",
+    "ko": "kor_Hang", "ml": "mal_Mlym", "mr": "mar_Deva", "my": "mya_Mymr", "nl": "nld_Latn", "pl": "pol_Latn",
+    "pt": "por_Latn", "ro": "ron_Latn", "ru": "rus_Cyrl", "sv": "swe_Latn", "sw": "swh_Latn", "ta": "tam_Taml",
+    "te": "tel_Telu", "th": "tha_Thai", "tl": "tgl_Latn", "tr": "tur_Latn", "uk": "ukr_Cyrl", "ur": "urd_Arab",
+    "vi": "vie_Latn", "yo": "yor_Latn", "zh": "zho_Hans",
+}
+
+
+def code_in(table: dict[str, str], code: str, what: str) -> str:
+    """`code`'s name in a benchmark's naming scheme, or a clear error."""
+    if code not in table:
+        raise ValueError(f"no {what} name for language {code!r} (known: {', '.join(sorted(table))})")
+    return table[code]

@@ -1,7 +1,8 @@
 """`metaxlm run CONFIG`: the pipeline stages in order, each writing under the run's output directory.
 
-Stages so far: vocab (train or load the shared vocabulary) → prepare (tokenize into Arrow) → stats.
-Later stages (pretraining, fine-tuning, evaluation, report) plug in here.
+Stages: vocab (train or load the shared vocabulary) → prepare (tokenize into Arrow) → stats → pretrain
+(every variant at the same budget) → evaluate (fine-tuning scenarios and feature-based probes per model)
+→ report (Markdown + one self-contained HTML file with tables and plots).
 """
 
 from __future__ import annotations
@@ -93,7 +94,22 @@ def stage_pretrain(cfg: RunConfig, progress: bool = True) -> dict:
     return comparison
 
 
-STAGES = {"vocab": stage_vocab, "prepare": stage_prepare, "stats": stage_stats, "pretrain": stage_pretrain}
+def stage_evaluate(cfg: RunConfig, progress: bool = True) -> list[dict]:
+    from metaxlm.evaluation.recipe import evaluate_run
+
+    return evaluate_run(cfg, progress=progress)
+
+
+def stage_report(cfg: RunConfig, progress: bool = True) -> dict:
+    from metaxlm.report.evaluation import write_report
+
+    written = write_report([Path(cfg.output_dir)])
+    print(f"report: {written['html']} (and {written['markdown']})")
+    return written
+
+
+STAGES = {"vocab": stage_vocab, "prepare": stage_prepare, "stats": stage_stats, "pretrain": stage_pretrain,
+          "evaluate": stage_evaluate, "report": stage_report}
 
 
 def run(cfg: RunConfig, progress: bool = True) -> None:

@@ -1,0 +1,215 @@
+"""Recipe: evaluate models (`metaxlm evaluate CONFIG`, and the `evaluate` stage of `metaxlm run`).
+
+Which models: every pretraining variant of the run (`pretrain/<variant>/final`), optionally its intermediate
+checkpoints (`ckpt/step_*`, for scores against pretraining steps), and any HF model dirs under
+`evaluate.models`. For each model: the fine-tuning tasks (zero-shot / supervised / translate-train, several
+seeds; optionally the transfer-direction matrix) and the feature-based probes (sentence retrieval and word
+alignment for every layer). Output: `<output_dir>/eval/<model>/results.json` (schema in report/evaluation.py).
+
+Each finished part (one task, one retrieval set, one alignment set) is stored under `parts/` with a
+fingerprint of its settings, so an interrupted evaluation resumes after the last finished part and a
+changed setting is recomputed, never silently reused.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import math
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from metaxlm.config import AlignmentEvalSpec, EvalConfig, RetrievalEvalSpec, RunConfig
+from metaxlm.errors import ConfigError, MetaXLMError
+from metaxlm.io import atomic_write_json
+
+
+@dataclass(frozen=True)
+class ModelToEvaluate:
+    name: str            # e.g. "metaxlm" or "metaxlm@step50"
+    model_dir: Path
+    tokenizer_dir: Path
+    variant: str | None = None
+    step: int | None = None
+    final: bool = True   # False for intermediate checkpoints (checkpoint_tasks apply)
+
+
+def eval_dir(cfg: RunConfig) -> Path:
+    return Path(cfg.output_dir) / "eval"
+
+
+def models_to_evaluate(cfg: RunConfig) -> list[ModelToEvaluate]:
+    from metaxlm.pretrain.recipe import variant_dir
+
+    ecfg = cfg.evaluate
+    run = Path(cfg.output_dir)
+    models = []
+    for variant in cfg.variants if ecfg.variants is None else ecfg.variants:
+        if variant not in cfg.variants:
+            raise ConfigError(f"evaluate.variants: no variant {variant!r} (variants: {', '.join(cfg.variants)})")
+        vdir = variant_dir(cfg, variant)
+        final = vdir / "final"
+        if not (final / "config.json").exists():
+            raise MetaXLMError(f"variant {variant}: no pretrained model at {final}: run the pretrain stage first")
+        summary = json.loads((vdir / "summary.json").read_text()) if (vdir / "summary.json").exists() else {}
+        final_step = summary.get("steps")
+        if ecfg.checkpoints:
+            for ckpt in sorted((vdir / "ckpt").glob("step_*")):
+                step = int(ckpt.name.removeprefix("step_"))
+                if final_step is None or step < final_step:
+                    models.append(ModelToEvaluate(f"{variant}@step{step}", ckpt, run / "vocab", variant, step, False))
+        models.append(ModelToEvaluate(variant, final, final, variant, final_step))
+    for name, path in ecfg.models.items():
+        if not (Path(path) / "config.json").exists():
+            raise ConfigError(f"evaluate.models.{name}: {path} is not an HF model dir (no config.json)")
+        models.append(ModelToEvaluate(name, Path(path), Path(path)))
+    return models
+
+
+def _fingerprint(obj: Any) -> str:
+    return hashlib.sha256(json.dumps(obj, sort_keys=True, default=str).encode()).hexdigest()[:16]
+
+
+def _cached(path: Path, fingerprint: str, compute, *args, **kwargs) -> dict:
+    """The stored part if its settings are unchanged, else `compute(*args, **kwargs)`, stored."""
+    if path.exists():
+        stored = json.loads(path.read_text())
+        if stored.get("fingerprint") == fingerprint:
+            return stored["result"]
+    start = time.perf_counter()
+    result = compute(*args, **kwargs)
+    atomic_write_json(path, {"fingerprint": fingerprint, "seconds": round(time.perf_counter() - start, 1),
+                             "result": result})
+    return result
+
+
+# --- feature-based probes ---------------------------------------------------------------------------------
+
+def retrieval_pairs(spec: RetrievalEvalSpec, lang: str, pivot: str) -> tuple[list[str], list[str]]:
+    """(foreign sentences, pivot sentences), line i of one the translation of line i of the other."""
+    from metaxlm.data.benchmarks import load_examples
+    from metaxlm.data.readers import read_parallel
+    from metaxlm.languages import TATOEBA, code_in
+
+    if spec.format == "tatoeba":
+        iso = code_in(TATOEBA, lang, "Tatoeba")
+        src, tgt = load_examples("tatoeba", Path(spec.path) / f"tatoeba.{iso}-eng.{iso}")
+    else:
+        pairs = list(read_parallel(spec.path.format(lang=lang)))
+        tgt, src = [p[0] for p in pairs], [p[1] for p in pairs]  # file: pivot<TAB>foreign
+    if spec.max_pairs:
+        src, tgt = src[: spec.max_pairs], tgt[: spec.max_pairs]
+    return list(src), list(tgt)
+
+
+def _mean_over(per_language: dict[str, dict], key: str) -> list[float]:
+    rows = [v[key] for v in per_language.values()]
+    return [sum(col) / len(col) for col in zip(*rows, strict=True)] if rows else []
+
+
+def evaluate_retrieval(model, tokenizer, spec: RetrievalEvalSpec, languages: list[str], pivot: str,
+                       ecfg: EvalConfig, progress: bool) -> dict:
+    from metaxlm.features.retrieval import retrieval_by_layer
+
+    per_language = {}
+    for lang in spec.languages or [code for code in languages if code != pivot]:
+        src, tgt = retrieval_pairs(spec, lang, pivot)
+        per_language[lang] = retrieval_by_layer(model, tokenizer, src, tgt, layers=ecfg.layers,
+                                                batch_size=ecfg.batch_size)
+        per_language[lang]["pairs"] = len(src)
+    layers = next(iter(per_language.values()))["layers"]
+    return {"layers": layers, "average": _mean_over(per_language, "mean"), "per_language": per_language}
+
+
+def evaluate_alignment(model, tokenizer, spec: AlignmentEvalSpec, ecfg: EvalConfig) -> dict:
+    from metaxlm.data.benchmarks import load_alignment
+    from metaxlm.features.alignment import alignment_by_layer
+
+    aset = load_alignment(spec.src, spec.tgt, spec.gold, fmt=spec.format, word_base=spec.word_base,
+                          sid_base=spec.sid_base)
+    result = alignment_by_layer(model, tokenizer, aset, method=spec.method, layers=ecfg.layers)
+    return {"method": spec.method, "pairs": len(aset), **result}
+
+
+# --- one model --------------------------------------------------------------------------------------------
+
+def task_specs(ecfg: EvalConfig) -> dict:
+    from metaxlm.finetune.spec import load_task_spec
+
+    specs = {}
+    for name, fields in ecfg.tasks.items():
+        fields = dict(fields)
+        base = fields.pop("task", name)
+        try:
+            specs[name] = load_task_spec(base, [f"{k}={json.dumps(v)}" for k, v in fields.items()])
+        except ConfigError as err:
+            raise ConfigError(f"evaluate.tasks.{name}: {err}") from None
+    return specs
+
+
+def evaluate_model(cfg: RunConfig, target: ModelToEvaluate, *, progress: bool = True) -> dict:
+    from transformers import AutoModel, AutoTokenizer
+
+    from metaxlm.finetune.scenarios import run_task
+
+    ecfg = cfg.evaluate
+    out = eval_dir(cfg) / target.name
+    parts = out / "parts"
+    languages = cfg.data.languages
+    results: dict[str, Any] = {"model_name": target.name, "variant": target.variant, "step": target.step,
+                               "model_dir": str(target.model_dir)}
+    specs = task_specs(ecfg)
+    wanted = specs if target.final or ecfg.checkpoint_tasks is None else \
+        {k: v for k, v in specs.items() if k in ecfg.checkpoint_tasks}
+    common = {"seeds": ecfg.seeds, "languages": languages, "tokenizer_dir": target.tokenizer_dir,
+              "progress": progress}
+    for name, spec in wanted.items():
+        print(f"evaluate {target.name}: task {name} ({ecfg.scenario}, seeds {ecfg.seeds})", flush=True)
+        key = {"spec": spec.model_dump(mode="json"), "scenario": ecfg.scenario, "seeds": ecfg.seeds,
+               "languages": languages}
+        results.setdefault("tasks", {})[name] = _cached(
+            parts / f"task-{name}.json", _fingerprint(key), run_task, spec, target.model_dir,
+            out / "finetune" / name, scenario=ecfg.scenario, **common)
+        if name in ecfg.transfer_matrix and target.final:
+            results.setdefault("transfer_matrix", {})[name] = _cached(
+                parts / f"matrix-{name}.json", _fingerprint({**key, "scenario": "transfer_matrix"}), run_task,
+                spec, target.model_dir, out / "finetune" / f"{name}-matrix", scenario="transfer_matrix", **common)
+    if ecfg.retrieval or ecfg.alignment:
+        model = AutoModel.from_pretrained(str(target.model_dir)).eval()
+        tokenizer = AutoTokenizer.from_pretrained(str(target.tokenizer_dir))
+        for name, spec in ecfg.retrieval.items():
+            print(f"evaluate {target.name}: retrieval {name}", flush=True)
+            key = {"spec": spec.model_dump(mode="json"), "layers": ecfg.layers, "languages": languages}
+            results.setdefault("retrieval", {})[name] = _cached(
+                parts / f"retrieval-{name}.json", _fingerprint(key), evaluate_retrieval, model, tokenizer, spec,
+                languages, cfg.data.pivot, ecfg, progress)
+        for name, spec in ecfg.alignment.items():
+            print(f"evaluate {target.name}: word alignment {name}", flush=True)
+            key = {"spec": spec.model_dump(mode="json"), "layers": ecfg.layers}
+            results.setdefault("alignment", {})[name] = _cached(
+                parts / f"alignment-{name}.json", _fingerprint(key), evaluate_alignment, model, tokenizer, spec,
+                ecfg)
+    atomic_write_json(out / "results.json", _finite(results))
+    return results
+
+
+def _finite(obj):
+    """JSON has no NaN: missing scores (e.g. a language without training data) are written as null."""
+    if isinstance(obj, float) and not math.isfinite(obj):
+        return None
+    if isinstance(obj, dict):
+        return {k: _finite(v) for k, v in obj.items()}
+    if isinstance(obj, list | tuple):
+        return [_finite(v) for v in obj]
+    return obj
+
+
+def evaluate_run(cfg: RunConfig, *, progress: bool = True) -> list[dict]:
+    ecfg = cfg.evaluate
+    if not (ecfg.tasks or ecfg.retrieval or ecfg.alignment):
+        raise ConfigError("evaluate: nothing to evaluate (give evaluate.tasks, evaluate.retrieval or "
+                          "evaluate.alignment)")
+    task_specs(ecfg)  # fail on a bad task config before any model is loaded
+    return [evaluate_model(cfg, target, progress=progress) for target in models_to_evaluate(cfg)]
