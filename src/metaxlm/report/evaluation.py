@@ -1,0 +1,345 @@
+"""`metaxlm report RUN_DIR...`: one Markdown and one self-contained HTML report of the evaluations of one or more runs.
+
+Input: every `<run>/eval/<model_name>/results.json` (written by evaluation/recipe.py or `metaxlm finetune`):
+
+    {"model_name": "metaxlm@step200", "variant": "metaxlm", "step": 200, "model_dir": "...",
+     "tasks": {"<task>": {"type": "classification", "metric": "accuracy", "scenario": "zero_shot", "source": "en",
+         "seeds": [0, 1], "per_language": {"en": {"mean": 0.8, "std": 0.01, "runs": [0.79, 0.81]}, ...},
+         "average": {"mean": .., "std": ..}, "target_average": {..}, "transfer_gap": {..}, "note": "free text"}},
+     "transfer_matrix": {"<task>": {"languages": ["en", "de"], "scores": [[..], [..]]}},  # rows source, cols target
+     "retrieval": {"<set>": {"layers": [0, 1, ..], "average": [..],
+                             "per_language": {"de": {"src2tgt": [..], "tgt2src": [..], "mean": [..]}}}},
+     "alignment": {"<set>": {"method": "ot", "layers": [..], "aer": [..], "precision": [..], "recall": [..],
+                             "f1": [..]}}}
+
+Scores are fractions 0..1 (shown in percent) except QA EM/F1, already 0..100 like the official script. Every key
+but model_name is optional; numbers may be null. Output, in out_dir (default <first run>/report): report.md,
+report.html and figures/*.png. Sections, each only when some result has the data for it:
+  overview; per task a table (models x languages, avg, transfer gap; mean ± std over seeds) and grouped bars;
+  retrieval accuracy@1 and AER against layer (paper Figures 3-4) with the best layer per model; average target
+  score and transfer gap against pretraining step (Figure 5); transfer-direction heat maps (Figure 6); each run's
+  pretraining comparison (report/pretraining.py); notes (e.g. the XQuAD split) and provenance.
+Tables, bars, layer curves and heat maps show each variant's final model; all checkpoints appear against steps.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import re
+import shutil
+from pathlib import Path
+
+from metaxlm.errors import DataError, MetaXLMError
+from metaxlm.io import atomic_dir, atomic_write_text
+from metaxlm.report import plots
+from metaxlm.report.document import Bullets, Figure, Section, Table, Text, markdown_block, render_markdown
+from metaxlm.report.html import render_html
+from metaxlm.report.results import ModelResult, collect_results, final_models, number
+
+TITLE = "MetaXLM evaluation report"
+DASH = "–"
+
+
+def _slug(name: str) -> str:
+    return re.sub(r"[^A-Za-z0-9._-]+", "_", name).strip("_") or "x"
+
+
+def _ordered(items) -> list:
+    return list(dict.fromkeys(items))
+
+
+def _percent_scale(entries: list[dict]) -> float:
+    """Fractions are shown in percent; QA EM/F1 already are percent (as the official script reports them)."""
+    if any(t.get("type") == "qa" for t in entries):
+        return 1.0
+    means = [number(s.get("mean")) for t in entries for s in t.get("per_language", {}).values()]
+    return 1.0 if any(m > 1.0 for m in means) else 100.0
+
+
+def _n_seeds(task: dict) -> int:
+    runs = [len(s.get("runs") or []) for s in task.get("per_language", {}).values()]
+    return len(task.get("seeds") or []) or max(runs + [1])
+
+
+def _cell(stat: dict | None, n_seeds: int, scale: float) -> tuple[str, float]:
+    """"mean ± std" (std left out for one seed) and the shown mean, which picks the best of a column."""
+    mean = number((stat or {}).get("mean"))
+    if math.isnan(mean):
+        return DASH, math.nan
+    shown = round(mean * scale, 1)
+    std = number(stat.get("std"))
+    n = len(stat["runs"]) if stat.get("runs") else n_seeds
+    return (f"{shown:.1f}" if n <= 1 or math.isnan(std) else f"{shown:.1f} ± {std * scale:.1f}"), shown
+
+
+def _task_languages(entries: dict[str, dict]) -> list[str]:
+    sources = [t["source"] for t in entries.values() if t.get("source")]
+    return _ordered(sources + [lang for t in entries.values() for lang in t.get("per_language", {})])
+
+
+def task_table(task: str, entries: dict[str, dict]) -> Table:
+    """Rows = models, columns = languages (source first), avg and transfer gap; best per column in bold."""
+    langs = _task_languages(entries)
+    scale = _percent_scale(list(entries.values()))
+    extras = [(label, key) for label, key in (("avg", "average"), ("gap", "transfer_gap"))
+              if any(t.get(key) for t in entries.values())]
+    header = ["model", *langs, *(label for label, _ in extras)]
+    rows, shown = [], []
+    for model, t in entries.items():
+        cells = [_cell(t.get("per_language", {}).get(lang), _n_seeds(t), scale) for lang in langs]
+        cells += [_cell(t.get(key), _n_seeds(t), scale) for _, key in extras]
+        rows.append([model, *(text for text, _ in cells)])
+        shown.append([value for _, value in cells])
+    bold = set()
+    for c in range(len(header) - 1) if len(rows) > 1 else ():
+        column = [row[c] for row in shown if not math.isnan(row[c])]
+        best = (min if header[c + 1] == "gap" else max)(column) if column else None
+        bold |= {(r, c + 1) for r, row in enumerate(shown) if row[c] == best}
+    first = next(iter(entries.values()))
+    metric = ", ".join(_ordered(str(t.get("metric", "score")) for t in entries.values()))
+    scenario = ", ".join(_ordered(str(t.get("scenario", "?")) for t in entries.values()))
+    seeds = ", ".join(_ordered(str(_n_seeds(t)) for t in entries.values()))
+    caption = (f"{task}: {metric}{' (%)' if scale == 100 else ''}, {scenario}"
+               + (f" from {first['source']}" if first.get("source") else "")
+               + f"; mean ± std over {seeds} seed(s). avg: all languages; gap: source − mean of the other languages"
+               " (lower is better). Best per column in bold.")
+    return Table(header, rows, bold, caption)
+
+
+def format_task_table(task: str, entries: dict[str, dict]) -> str:
+    """The Markdown table of one task, e.g. for `metaxlm finetune` to print."""
+    return markdown_block(task_table(task, entries))
+
+
+def _overview(results: list[ModelResult], final: list[ModelResult]) -> list[Section]:
+    rows = [[r.name, r.variant, DASH if r.step is None else str(r.step),
+             ", ".join(r.data.get("tasks", {})) or DASH, ", ".join(r.data.get("transfer_matrix", {})) or DASH,
+             ", ".join(r.data.get("retrieval", {})) or DASH, ", ".join(r.data.get("alignment", {})) or DASH]
+            for r in results]
+    blocks = [Table(["model", "variant", "step", "tasks", "transfer matrix", "retrieval", "alignment"], rows,
+                    text_columns=7)]
+    if len(final) < len(results):
+        blocks.append(Text(f"Tables, bars, layer curves and heat maps show each variant's final model "
+                           f"({', '.join(r.name for r in final)}); every checkpoint appears in 'Across pretraining "
+                           "steps'."))
+    return [Section("Overview", blocks)]
+
+
+def _task_sections(models: list[ModelResult], fig_dir: Path) -> list[Section]:
+    colors = plots.colors_for([m.name for m in models])
+    sections = []
+    for task in _ordered(t for m in models for t in m.data.get("tasks", {})):
+        entries = {m.name: m.data["tasks"][task] for m in models if task in m.data.get("tasks", {})}
+        langs, scale = _task_languages(entries), _percent_scale(list(entries.values()))
+        bars = {model: {lang: (number(s.get("mean")) * scale,
+                               number(s.get("std")) * scale if _n_seeds(t) > 1 and s.get("std") is not None else 0.0)
+                        for lang, s in t.get("per_language", {}).items()} for model, t in entries.items()}
+        metric = next(iter(entries.values())).get("metric", "score")
+        name = f"task_{_slug(task)}.png"
+        plots.task_bars(fig_dir / name, f"{task}: {metric} per language", f"{metric}{' (%)' if scale == 100 else ''}",
+                        langs, bars, colors)
+        sections.append(Section(f"Task {task}", [task_table(task, entries), Figure(name, f"{task} per language")],
+                                level=3))
+    if sections:
+        sections.insert(0, Section("Fine-tuning tasks", [Text("Cells: mean ± std over seeds (std left out for one "
+                                                              "seed); scores in percent.")]))
+    return sections
+
+
+def _best(values: list[float], lowest: bool = False) -> int | None:
+    valid = [(v, i) for i, v in enumerate(values) if not math.isnan(v)]
+    return (min(valid) if lowest else max(valid))[1] if valid else None
+
+
+def _f(value: float) -> str:
+    return DASH if math.isnan(value) else f"{value:.1f}"
+
+
+def _feature_sections(models: list[ModelResult], fig_dir: Path) -> list[Section]:
+    colors = plots.colors_for([m.name for m in models])
+    sections = []
+    retrieval: dict[str, dict] = {}
+    for m in models:
+        for name, r in m.data.get("retrieval", {}).items():
+            retrieval.setdefault(name, {})[m.name] = (r["layers"], [number(v) * 100 for v in r["average"]])
+    if retrieval:
+        rows = []
+        for name, lines in retrieval.items():
+            for model, (layers, acc) in lines.items():
+                best = _best(acc)
+                rows.append([model, name, DASH if best is None else str(layers[best]),
+                             DASH if best is None else _f(acc[best]), _f(acc[-1])])
+        plots.layer_curves(fig_dir / "retrieval.png", "Sentence retrieval accuracy@1 against layer (mean of both directions)",
+                           "accuracy@1 (%)", retrieval, colors)
+        sections.append(Section("Sentence retrieval against layer", [
+            Text("Mean-pooled hidden states, cosine nearest neighbour; accuracy@1 averaged over both directions "
+                 "and over languages (as the MetaXLM paper's Figure 3)."),
+            Figure("retrieval.png", "retrieval accuracy@1 against layer"),
+            Table(["model", "set", "best layer", "acc@1 (%) at best", "acc@1 (%) at last layer"], rows,
+                  text_columns=2)]))
+    alignment: dict[str, dict] = {}
+    rows = []
+    for m in models:
+        for name, a in m.data.get("alignment", {}).items():
+            aer = [number(v) * 100 for v in a["aer"]]
+            alignment.setdefault(name, {})[m.name] = (a["layers"], aer)
+            best = _best(aer, lowest=True)
+            at_best = [DASH if best is None or key not in a else _f(number(a[key][best]) * 100)
+                       for key in ("aer", "precision", "recall", "f1")]
+            rows.append([m.name, name, str(a.get("method", "?")), DASH if best is None else str(a["layers"][best]),
+                         *at_best, _f(aer[-1])])
+    if alignment:
+        rows.sort(key=lambda row: list(alignment).index(row[1]))  # group by alignment set, models in order
+        plots.layer_curves(fig_dir / "alignment.png", "Word alignment error rate against layer (lower is better)",
+                           "AER (%)", alignment, colors)
+        sections.append(Section("Word alignment against layer", [
+            Text("Alignment error rate with sure/possible gold links (as the MetaXLM paper's Figure 4); the table "
+                 "gives precision, recall and F1 at each model's best layer."),
+            Figure("alignment.png", "AER against layer"),
+            Table(["model", "set", "method", "best layer", "AER (%)", "precision (%)", "recall (%)", "F1 (%)",
+                   "AER (%) at last layer"], rows, text_columns=3)]))
+    return sections
+
+
+def _steps_section(results: list[ModelResult], fig_dir: Path) -> list[Section]:
+    by_variant: dict[str, list[ModelResult]] = {}
+    for r in results:
+        if r.step is not None and r.data.get("tasks"):
+            by_variant.setdefault(r.variant, []).append(r)
+    variants = {v: rs for v, rs in by_variant.items() if len({r.step for r in rs}) >= 2}
+    if not variants:
+        return []
+    colors = plots.colors_for(list(variants))
+    checkpoints = [r for rs in variants.values() for r in rs]
+    tasks = _ordered(t for r in checkpoints for t in r.data["tasks"])
+    blocks: list = [Text("Average score over the target languages (all languages when there is no source) and "
+                         "the transfer gap, per pretraining variant, against pretraining steps (as the MetaXLM "
+                         "paper's Figure 5).")]
+    header, rows = ["model", "step"], [[r.name, str(r.step)] for r in checkpoints]
+    for task in tasks:
+        entries = [r.data["tasks"].get(task) for r in checkpoints]
+        scale = _percent_scale([t for t in entries if t])
+        series: dict[str, list] = {}
+        for r, t in zip(checkpoints, entries, strict=True):
+            if t:
+                target = t.get("target_average") or t.get("average") or {}
+                gap = (t.get("transfer_gap") or {}).get("mean")
+                series.setdefault(r.variant, []).append((r.step, number(target.get("mean")) * scale,
+                                                         number(gap) * scale))
+        metric = next(t for t in entries if t).get("metric", "score")
+        name = f"steps_{_slug(task)}.png"
+        plots.step_curves(fig_dir / name, f"{task} against pretraining steps",
+                          f"average target {metric}{' (%)' if scale == 100 else ''}", series, colors)
+        blocks.append(Figure(name, f"{task} against pretraining steps"))
+        header += [f"{task} target avg", f"{task} gap"]
+        for row, t in zip(rows, entries, strict=True):
+            row += [_cell(t and (t.get("target_average") or t.get("average")), _n_seeds(t or {}), scale)[0],
+                    _cell(t and t.get("transfer_gap"), _n_seeds(t or {}), scale)[0]]
+    blocks.append(Table(header, rows))
+    return [Section("Across pretraining steps", blocks)]
+
+
+def _transfer_sections(models: list[ModelResult], fig_dir: Path) -> list[Section]:
+    matrices: dict[str, dict[str, tuple[list[str], list[list[float]]]]] = {}
+    for m in models:
+        for task, matrix in m.data.get("transfer_matrix", {}).items():
+            matrices.setdefault(task, {})[m.name] = (matrix["languages"],
+                                                     [[number(v) for v in row] for row in matrix["scores"]])
+    blocks: list = []
+    for task, by_model in matrices.items():
+        values = [v for _, rows in by_model.values() for row in rows for v in row if not math.isnan(v)]
+        qa = any(m.data.get("tasks", {}).get(task, {}).get("type") == "qa" for m in models)
+        scale = 1.0 if qa or any(v > 1.0 for v in values) else 100.0
+        value_range = (min(values) * scale, max(values) * scale) if values else None
+        for model, (langs, rows) in by_model.items():
+            scores = [[v * scale for v in row] for row in rows]
+            name = f"transfer_{_slug(task)}_{_slug(model)}.png"
+            unit = " (%)" if scale == 100 else ""
+            plots.heatmap(fig_dir / name, f"{model}: {task}, source → target", langs, scores, f"score{unit}",
+                          value_range)
+            blocks += [Figure(name, f"{model}: {task} transfer directions"),
+                       Table(["source \\ target", *langs],
+                             [[src, *map(_f, row)] for src, row in zip(langs, scores, strict=True)],
+                             caption=f"{model}, {task}: fine-tuned on the row language, tested on the column "
+                                     f"language{unit}; one colour scale for all models.")]
+    return [Section("Transfer directions", blocks)] if blocks else []
+
+
+def _pretraining_sections(run_dirs: list[Path], fig_dir: Path) -> list[Section]:
+    sections = []
+    for run in run_dirs:
+        if not (run / "comparison.md").exists():
+            continue
+        title = "Pretraining comparison" + (f" ({run.name})" if len(run_dirs) > 1 else "")
+        path = run / "comparison.json"
+        if not path.exists():
+            sections.append(Section(title, [Text(f"See `{run / 'comparison.md'}`.")]))
+            continue
+        try:
+            comp = json.loads(path.read_text(encoding="utf-8"))
+            variants, final = list(comp["final"]), comp["final"]
+            langs = _ordered(lang for losses in final.values() for lang in losses)
+            rows = [[lang, *(f"{number(final[v].get(lang)):.3f}" for v in variants)] for lang in langs]
+            rows.append(["mean without the pivot", *(f"{number(comp['mean_non_pivot'][v]):.3f}" for v in variants)])
+            rows.append([f"Δ vs {comp['baseline']}", *(f"{number(comp['delta_vs_baseline'][v]):+.3f}"
+                                                       for v in variants)])
+            steps = ", ".join(f"{v}: {s}" for v, s in comp["steps"].items())
+            metric = comp["metric"]
+        except json.JSONDecodeError as err:
+            raise DataError(path, err.lineno, f"not valid JSON: {err.msg}") from None
+        except (KeyError, TypeError, AttributeError, ValueError) as err:
+            raise DataError(path, None, f"not a comparison written by report/pretraining.py ({err!r})") from None
+        blocks = [Text(f"{metric}; steps: {steps}."),
+                  Table(["language", *variants], rows, {(len(rows) - 2, c) for c in range(len(variants) + 1)})]
+        for png, caption in (("heldout_curves.png", "held-out loss against steps"),
+                             ("heldout_by_language.png", "held-out loss per language")):
+            if (run / png).exists():  # copied, so the report directory stands on its own
+                name = f"pretraining_{_slug(run.name)}_{png}"
+                shutil.copyfile(run / png, fig_dir / name)
+                blocks.append(Figure(name, caption))
+        sections.append(Section(title, blocks))
+    return sections
+
+
+def _notes_section(results: list[ModelResult], run_dirs: list[Path]) -> list[Section]:
+    notes: dict[str, dict[str, list[str]]] = {}
+    for r in results:
+        for kind in ("tasks", "transfer_matrix", "retrieval", "alignment"):
+            for name, entry in r.data.get(kind, {}).items():
+                if entry.get("note"):
+                    notes.setdefault(name, {}).setdefault(str(entry["note"]), []).append(r.name)
+    items = [f"{name}: {note}" + (f" ({', '.join(_ordered(models))})" if len(by_note) > 1 else "")
+             for name, by_note in notes.items() for note, models in by_note.items()]
+    provenance = [f"`{r.path}` (model {r.name}; written {r.modified})" for r in results]
+    provenance += [f"`{run / 'comparison.json'}`" for run in run_dirs if (run / "comparison.json").exists()
+                   and (run / "comparison.md").exists()]
+    blocks = ([Text("Notes:"), Bullets(items)] if items else []) + [Text("Results files:"), Bullets(provenance)]
+    return [Section("Notes and provenance", blocks)]
+
+
+def write_report(run_dirs: list[Path], out_dir: Path | None = None) -> dict:
+    """Write report.md, report.html and figures/*.png; returns {"markdown", "html", "figures"} paths."""
+    seen, runs = set(), []
+    for run in map(Path, run_dirs):  # the same run given twice would otherwise collide with itself
+        if run.resolve() not in seen:
+            seen.add(run.resolve())
+            runs.append(run)
+    if not runs:
+        raise MetaXLMError("report: no run directory given")
+    results = collect_results(runs)
+    if not results and not any((run / "comparison.md").exists() for run in runs):
+        raise MetaXLMError(f"nothing to report: no eval/*/results.json (nor comparison.md) in "
+                           f"{', '.join(map(str, runs))}; run `metaxlm evaluate CONFIG` first")
+    out = Path(out_dir) if out_dir is not None else runs[0] / "report"
+    final = final_models(results)
+    with atomic_dir(out / "figures") as fig_dir:  # figures of an earlier report never linger beside new ones
+        sections = ((_overview(results, final) if results else []) + _task_sections(final, fig_dir)
+                    + _feature_sections(final, fig_dir) + _steps_section(results, fig_dir)
+                    + _transfer_sections(final, fig_dir) + _pretraining_sections(runs, fig_dir)
+                    + _notes_section(results, runs))
+        html = render_html(TITLE, sections, fig_dir)
+    figures = [out / "figures" / b.file for s in sections for b in s.blocks if isinstance(b, Figure)]
+    atomic_write_text(out / "report.md", render_markdown(TITLE, sections))
+    atomic_write_text(out / "report.html", html)
+    return {"markdown": out / "report.md", "html": out / "report.html", "figures": figures}

@@ -1,0 +1,128 @@
+"""The report's figures (matplotlib, Agg backend). Each function draws one PNG; a model keeps its colour in every
+figure (the caller passes `colors`), and nothing random or time-dependent goes into the file, so reruns are identical."""
+
+from __future__ import annotations
+
+import math
+from pathlib import Path
+
+from metaxlm.io import atomic_path
+
+DPI = 110
+PALETTE = ["#1f77b4", "#d62728", "#2ca02c", "#ff7f0e", "#9467bd", "#8c564b", "#e377c2", "#7f7f7f", "#bcbd22",
+           "#17becf"]
+
+
+def colors_for(names: list[str]) -> dict[str, str]:
+    return {name: PALETTE[i % len(PALETTE)] for i, name in enumerate(names)}
+
+
+def _pyplot():
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    return plt
+
+
+def _save(fig, path: Path) -> None:
+    fig.tight_layout()
+    with atomic_path(path) as tmp:
+        # Pinned metadata: the default "Software" entry would change with the matplotlib version.
+        fig.savefig(tmp, format="png", dpi=DPI, metadata={"Software": "metaxlm report"})
+    _pyplot().close(fig)
+
+
+def task_bars(path: Path, title: str, ylabel: str, languages: list[str],
+              scores: dict[str, dict[str, tuple[float, float]]], colors: dict[str, str]) -> None:
+    """Grouped bars: one group per language, one bar per model; `scores[model][lang] = (mean, std)`."""
+    plt = _pyplot()
+    models = list(scores)
+    width = 0.8 / len(models)
+    fig, ax = plt.subplots(figsize=(min(16.0, max(6.4, 0.35 * len(languages) * len(models) + 1.5)), 4))
+    for i, model in enumerate(models):
+        xs = [j + (i - (len(models) - 1) / 2) * width for j in range(len(languages))]
+        means = [scores[model].get(lang, (math.nan, 0.0))[0] for lang in languages]
+        stds = [scores[model].get(lang, (math.nan, 0.0))[1] for lang in languages]
+        ax.bar(xs, means, width=width, label=model, color=colors[model],
+               yerr=stds if any(stds) else None, capsize=2, error_kw={"elinewidth": 0.8})
+    ax.set_xticks(range(len(languages)), languages)
+    ax.set_xlabel("language")
+    ax.set_ylabel(ylabel)
+    ax.set_title(title)
+    ax.grid(axis="y", alpha=0.3)
+    ax.legend(fontsize="small", ncols=min(len(models), 4))
+    _save(fig, path)
+
+
+def layer_curves(path: Path, title: str, ylabel: str, panels: dict[str, dict[str, tuple[list[int], list[float]]]],
+                 colors: dict[str, str]) -> None:
+    """One panel per data set, one line per model: `panels[dataset][model] = (layers, values)`."""
+    plt = _pyplot()
+    ncols = min(3, len(panels))
+    nrows = math.ceil(len(panels) / ncols)
+    fig, axes = plt.subplots(nrows, ncols, figsize=(4.6 * ncols + 0.6, 3.6 * nrows), squeeze=False)
+    for ax, (dataset, lines) in zip(axes.flat, panels.items(), strict=False):
+        for model, (layers, values) in lines.items():
+            ax.plot(layers, values, marker="o", markersize=3, label=model, color=colors[model])
+        ax.set_title(dataset)
+        ax.set_xlabel("layer (0 = embeddings)")
+        ax.set_ylabel(ylabel)
+        ax.grid(alpha=0.3)
+        ax.legend(fontsize="small")
+    for ax in list(axes.flat)[len(panels):]:
+        ax.set_visible(False)
+    fig.suptitle(title)
+    _save(fig, path)
+
+
+def step_curves(path: Path, title: str, ylabel: str, series: dict[str, list[tuple[int, float, float]]],
+                colors: dict[str, str]) -> None:
+    """Score (left) and transfer gap (right, when known) against pretraining step; `series[variant] = [(step,
+    target score, gap)]`. Two panels rather than a twin axis: two y-scales on one panel are easy to misread."""
+    plt = _pyplot()
+    with_gap = any(not math.isnan(gap) for points in series.values() for _, _, gap in points)
+    fig, axes = plt.subplots(1, 2 if with_gap else 1, figsize=(10.5 if with_gap else 6.4, 3.8), squeeze=False)
+    panels = [(axes[0][0], 1, ylabel)] + ([(axes[0][1], 2, "transfer gap (source − target avg)")] if with_gap else [])
+    for ax, column, label in panels:
+        for variant, points in series.items():
+            points = sorted(points)
+            ax.plot([p[0] for p in points], [p[column] for p in points], marker="o", markersize=4, label=variant,
+                    color=colors[variant])
+        steps = sorted({p[0] for points in series.values() for p in points})
+        if len(steps) <= 10:  # ticks at the evaluated checkpoints, not at matplotlib's round numbers
+            ax.set_xticks(steps)
+        ax.set_xlabel("pretraining step")
+        ax.set_ylabel(label)
+        ax.grid(alpha=0.3)
+        ax.legend(fontsize="small")
+    fig.suptitle(title)
+    _save(fig, path)
+
+
+def heatmap(path: Path, title: str, languages: list[str], scores: list[list[float]], label: str,
+            value_range: tuple[float, float] | None = None) -> None:
+    """Transfer-direction matrix: rows = source (fine-tuning) language, columns = target (test) language.
+    Pass the same `value_range` to the maps of several models so one colour means one score in all of them."""
+    plt = _pyplot()
+    n = len(languages)
+    size = min(12.0, max(4.5, 0.55 * n + 2))
+    fig, ax = plt.subplots(figsize=(size + 1, size))
+    finite = [v for row in scores for v in row if not math.isnan(v)]
+    low, high = value_range or ((min(finite), max(finite)) if finite else (0.0, 1.0))
+    image = ax.imshow(scores, cmap="viridis", aspect="equal", vmin=low, vmax=high)
+    middle = (low + high) / 2
+    for i in range(n):
+        for j in range(n):
+            if not math.isnan(scores[i][j]):
+                # Dark text on the bright end of viridis, white on the dark end.
+                ax.text(j, i, f"{scores[i][j]:.1f}", ha="center", va="center", fontsize=8 if n <= 12 else 6,
+                        color="black" if scores[i][j] > middle else "white")
+    ax.set_xticks(range(n), languages)
+    ax.set_yticks(range(n), languages)
+    ax.set_xlabel("target language (test)")
+    ax.set_ylabel("source language (fine-tuning)")
+    ax.set_title(title)
+    fig.colorbar(image, ax=ax, label=label, shrink=0.8)
+    _save(fig, path)

@@ -1,0 +1,155 @@
+"""Read and check `<run>/eval/<model>/results.json` files (schema: report/evaluation.py).
+
+A bad file stops the report with an error naming it (and the key that is wrong), rather than a KeyError deep in
+a plot. Numbers may be null: the evaluation writes NaN (e.g. a language without data) as null.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from collections import Counter
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from pathlib import Path
+
+import yaml
+
+from metaxlm.errors import DataError, MetaXLMError
+
+
+@dataclass
+class ModelResult:
+    name: str            # unique across the report (prefixed with the run dir name when two runs collide)
+    variant: str         # pretraining variant; the model name for models outside any variant
+    step: int | None     # pretraining step, when known
+    data: dict
+    path: Path
+
+    @property
+    def modified(self) -> str:
+        return datetime.fromtimestamp(self.path.stat().st_mtime, UTC).strftime("%Y-%m-%d %H:%M:%S UTC")
+
+
+def number(value) -> float:
+    """A score as float, NaN for null (so missing values drop out of plots and show as "–")."""
+    return math.nan if value is None else float(value)
+
+
+def load_results(path: Path) -> dict:
+    try:
+        data = json.loads(path.read_text(encoding="utf-8"))
+    except json.JSONDecodeError as err:
+        raise DataError(path, err.lineno, f"not valid JSON: {err.msg}") from None
+    except UnicodeDecodeError:
+        raise DataError(path, None, "not UTF-8 text") from None
+    _check(data, path)
+    return data
+
+
+def _check(data, path: Path) -> None:
+    def fail(where: str, message: str):
+        raise DataError(path, None, f"{where}: {message}")
+
+    def is_number(x) -> bool:
+        return x is None or (isinstance(x, int | float) and not isinstance(x, bool))
+
+    def obj(x, where: str) -> dict:
+        if not isinstance(x, dict):
+            fail(where, "expected a JSON object")
+        return x
+
+    def numbers(x, where: str, length: int | None = None) -> None:
+        if not isinstance(x, list) or not all(is_number(v) for v in x):
+            fail(where, "expected a list of numbers")
+        if length is not None and len(x) != length:
+            fail(where, f"has {len(x)} values for {length} layers")
+
+    def stat(x, where: str) -> None:
+        obj(x, where)
+        if "mean" not in x or not is_number(x["mean"]) or not is_number(x.get("std")):
+            fail(where, "expected {\"mean\": number, \"std\": number}")
+        if "runs" in x:
+            numbers(x["runs"], f"{where}.runs")
+
+    obj(data, "top level")
+    if not isinstance(data.get("model_name"), str) or not data["model_name"]:
+        fail("model_name", "missing or not a string")
+    if data.get("step") is not None and (not isinstance(data["step"], int) or isinstance(data["step"], bool)):
+        fail("step", "expected an integer")
+    for name, task in obj(data.get("tasks", {}), "tasks").items():
+        where = f"tasks.{name}"
+        for lang, score in obj(obj(task, where).get("per_language"), f"{where}.per_language").items():
+            stat(score, f"{where}.per_language.{lang}")
+        for key in ("average", "target_average", "transfer_gap"):
+            if task.get(key) is not None:
+                stat(task[key], f"{where}.{key}")
+    for name, matrix in obj(data.get("transfer_matrix", {}), "transfer_matrix").items():
+        where = f"transfer_matrix.{name}"
+        langs = obj(matrix, where).get("languages")
+        if not isinstance(langs, list) or not all(isinstance(x, str) for x in langs):
+            fail(f"{where}.languages", "expected a list of language codes")
+        rows = matrix.get("scores")
+        if not isinstance(rows, list) or len(rows) != len(langs):
+            fail(f"{where}.scores", f"expected {len(langs)} rows (one per source language)")
+        for i, row in enumerate(rows):
+            numbers(row, f"{where}.scores[{i}]")
+            if len(row) != len(langs):
+                fail(f"{where}.scores[{i}]", f"expected {len(langs)} columns (one per target language)")
+    for kind, curve in (("retrieval", "average"), ("alignment", "aer")):
+        for name, entry in obj(data.get(kind, {}), kind).items():
+            where = f"{kind}.{name}"
+            layers = obj(entry, where).get("layers")
+            if not isinstance(layers, list) or not layers or not all(isinstance(x, int) for x in layers):
+                fail(f"{where}.layers", "expected a non-empty list of layer numbers")
+            numbers(entry.get(curve), f"{where}.{curve}", len(layers))
+            for key in ("precision", "recall", "f1"):
+                if kind == "alignment" and key in entry:
+                    numbers(entry[key], f"{where}.{key}", len(layers))
+
+
+def _variant_order(run: Path) -> list[str]:
+    """The run config's variant order (xlm, metaxlm, metaxlm_dict), so tables list models as the paper does."""
+    try:
+        variants = yaml.safe_load((run / "config.yaml").read_text()).get("variants")
+    except (OSError, yaml.YAMLError, AttributeError):
+        return []  # only used for ordering: without a readable config, names sort alphabetically
+    return list(variants) if isinstance(variants, dict | list) else []
+
+
+def collect_results(run_dirs: list[Path]) -> list[ModelResult]:
+    """Every `<run>/eval/*/results.json`, ordered by run, then variant (config order), then step."""
+    found = []
+    for index, run in enumerate(run_dirs):
+        if not run.is_dir():
+            raise MetaXLMError(f"{run}: no such run directory")
+        order = _variant_order(run)
+        for path in sorted(run.glob("eval/*/results.json")):
+            data = load_results(path)
+            variant = data.get("variant") or data["model_name"]
+            rank = order.index(variant) if variant in order else len(order)
+            step = data.get("step")
+            found.append(((index, rank, variant, step is None, step or 0), run, path, data))
+    found.sort(key=lambda item: item[0])
+    counts = Counter(data["model_name"] for _, _, _, data in found)
+    results, seen = [], {}
+    for _, run, path, data in found:
+        name, variant = data["model_name"], data.get("variant") or data["model_name"]
+        if counts[name] > 1:  # the same model in two runs: the run directory's name tells them apart
+            name, variant = f"{run.name}/{name}", f"{run.name}/{variant}"
+        if name in seen:
+            raise MetaXLMError(f"two results for model {name!r}: {seen[name]} and {path}")
+        seen[name] = path
+        results.append(ModelResult(name, variant, data.get("step"), data, path))
+    return results
+
+
+def final_models(results: list[ModelResult]) -> list[ModelResult]:
+    """One result per variant, its final model: the one without a step (the recipe gives steps only to
+    intermediate checkpoints when the final step is unknown), else the latest step."""
+    final: dict[str, ModelResult] = {}
+    for r in results:
+        best = final.get(r.variant)
+        if best is None or (best.step is not None and (r.step is None or r.step > best.step)):
+            final[r.variant] = r
+    return [r for r in results if r.step == final[r.variant].step]

@@ -1,0 +1,177 @@
+import json
+import re
+import statistics
+from pathlib import Path
+
+import pytest
+
+from metaxlm.errors import DataError, MetaXLMError
+from metaxlm.report.evaluation import format_task_table, write_report
+
+LANGS = ["en", "de", "ru"]
+# Final (step 100) scores: en = base + 0.1, de = base, ru = base - drop; the step-50 checkpoint is 0.1 lower.
+VARIANTS = {"xlm": (0.60, 0.15), "metaxlm": (0.70, 0.05), "metaxlm_dict": (0.75, 0.0)}
+
+
+def _stat(runs: list[float]) -> dict:
+    return {"mean": statistics.mean(runs), "std": statistics.stdev(runs) if len(runs) > 1 else 0.0, "runs": runs}
+
+
+def _task(means: dict[str, float], seeds: list[int], note: str | None = None) -> dict:
+    offsets = [-0.01, 0.01][: len(seeds)] if len(seeds) > 1 else [0.0]
+    per_seed = [{lang: m + off for lang, m in means.items()} for off in offsets]
+    targets = [lang for lang in means if lang != "en"]
+    task = {"type": "classification", "metric": "accuracy", "scenario": "zero_shot", "source": "en", "seeds": seeds,
+            "per_language": {lang: _stat([s[lang] for s in per_seed]) for lang in means},
+            "average": _stat([statistics.mean(s.values()) for s in per_seed]),
+            "target_average": _stat([statistics.mean(s[t] for t in targets) for s in per_seed]),
+            "transfer_gap": _stat([s["en"] - statistics.mean(s[t] for t in targets) for s in per_seed])}
+    return {**task, "note": note} if note else task
+
+
+def _results(variant: str, step: int, final: bool) -> dict:
+    base, drop = VARIANTS[variant]
+    base -= 0 if final else 0.1
+    means = {"en": base + 0.1, "de": base, "ru": base - drop}
+    layers = [0, 1, 2, 3]
+    peak = [0.2, 0.5, base, 0.4]  # retrieval peaks (and AER dips) in the middle layer, as in the paper
+    data = {"model_name": variant if final else f"{variant}@step{step}", "variant": variant, "step": step,
+            "model_dir": f"/models/{variant}/{step}",
+            "tasks": {"module": _task(means, [0, 1]),
+                      "spans": _task({k: v - 0.1 for k, v in means.items()}, [0], note="test = held-out articles")},
+            "retrieval": {"demo": {"layers": layers, "average": peak,
+                                   "per_language": {"de": {"src2tgt": peak, "tgt2src": peak, "mean": peak}}}},
+            "alignment": {"de-en": {"method": "ot", "layers": layers, "aer": [1 - p for p in peak],
+                                    "precision": peak, "recall": peak, "f1": peak}}}
+    if final:
+        data["transfer_matrix"] = {"module": {"languages": LANGS,
+                                              "scores": [[base + (0.1 if i == j else 0.0) - 0.02 * j for j in range(3)]
+                                                         for i in range(3)]}}
+    return data
+
+
+def _write(run: Path, data: dict) -> Path:
+    path = run / "eval" / data["model_name"] / "results.json"
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(json.dumps(data))
+    return path
+
+
+@pytest.fixture
+def run(tmp_path) -> Path:
+    run = tmp_path / "run"
+    (run).mkdir()
+    (run / "config.yaml").write_text("variants:\n  xlm: {}\n  metaxlm: {}\n  metaxlm_dict: {}\n")
+    for variant in VARIANTS:
+        _write(run, _results(variant, 50, final=False))
+        _write(run, _results(variant, 100, final=True))
+    return run
+
+
+def test_report_tables_figures_and_sections(run):
+    written = write_report([run])
+    md = written["markdown"].read_text()
+    # Final models only, in config order; mean ± std over two seeds; best per column in bold; the gap is lower-better.
+    module = md[md.index("### Task module"):md.index("### Task spans")]
+    rows = [line for line in module.splitlines() if line.startswith("| ")]
+    assert rows[0] == "| model | en | de | ru | avg | gap |"
+    assert [r.split(" | ")[0] for r in rows[1:]] == ["| xlm", "| metaxlm", "| metaxlm_dict"]
+    assert rows[1] == "| xlm | 70.0 ± 1.4 | 60.0 ± 1.4 | 45.0 ± 1.4 | 58.3 ± 1.4 | 17.5 ± 0.0 |"
+    assert rows[3] == "| metaxlm_dict | **85.0 ± 1.4** | **75.0 ± 1.4** | **75.0 ± 1.4** | **78.3 ± 1.4** | **10.0 ± 0.0** |"
+    # One seed: no "± std".
+    assert "| metaxlm_dict | **75.0** | **65.0** | **65.0** | **68.3** | **10.0** |" in md
+    # Steps section: every checkpoint, with target average and gap.
+    assert "| metaxlm@step50 | 50 | 57.5 ± 1.4 | 12.5 ± 0.0 |" in md
+    # Best layer per model: retrieval peaks at layer 2 (75 % for metaxlm_dict), AER dips there.
+    assert "| metaxlm_dict | demo | 2 | 75.0 | 40.0 |" in md
+    assert "| metaxlm_dict | de-en | ot | 2 | 25.0 | 75.0 | 75.0 | 75.0 | 60.0 |" in md
+    # Transfer matrix: source rows, target columns.
+    assert "| en | 85.0 | 73.0 | 71.0 |" in md
+    assert "test = held-out articles" in md and str(run / "eval" / "xlm" / "results.json") in md
+    names = {p.name for p in written["figures"]}
+    assert {"task_module.png", "task_spans.png", "retrieval.png", "alignment.png", "steps_module.png",
+            "steps_spans.png", "transfer_module_metaxlm_dict.png"} <= names
+    for path in written["figures"]:
+        assert path.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+        assert f"](figures/{path.name})" in md
+    # Reproducible: a second report gives the same figure bytes.
+    first = {p.name: p.read_bytes() for p in written["figures"]}
+    again = write_report([run])
+    assert {p.name: p.read_bytes() for p in again["figures"]} == first
+
+
+def test_html_is_self_contained(run, tmp_path):
+    written = write_report([run], tmp_path / "out")
+    assert written["html"].parent == tmp_path / "out"
+    html = written["html"].read_text()
+    sources = re.findall(r'\ssrc="([^"]*)"', html)
+    assert len(sources) == len(written["figures"])
+    assert all(s.startswith("data:image/png;base64,") for s in sources)
+    assert all(h.startswith("#") for h in re.findall(r'\shref="([^"]*)"', html))  # in-page table of contents only
+    assert "<link" not in html and "<script" not in html and "url(" not in html
+    assert "<td><strong>85.0 ± 1.4</strong></td>" in html
+
+
+def test_only_retrieval_gives_only_that_section(tmp_path):
+    data = _results("metaxlm", 100, final=True)
+    for key in ("tasks", "alignment", "transfer_matrix"):
+        del data[key]
+    _write(tmp_path, data)
+    written = write_report([tmp_path])
+    md = written["markdown"].read_text()
+    assert "Sentence retrieval" in md
+    assert "Fine-tuning tasks" not in md and "Word alignment" not in md and "Transfer directions" not in md
+    assert [p.name for p in written["figures"]] == ["retrieval.png"]
+
+
+def test_same_model_in_two_runs_is_prefixed(tmp_path):
+    for name in ("a", "b"):
+        _write(tmp_path / name, _results("xlm", 100, final=True))
+    md = write_report([tmp_path / "a", tmp_path / "b"])["markdown"].read_text()
+    assert "| a/xlm |" in md and "| b/xlm |" in md
+
+
+def test_pretraining_comparison_is_included(run):
+    from metaxlm.report.pretraining import compare_variants
+
+    for variant, (base, _) in VARIANTS.items():
+        metrics = run / "pretrain" / variant / "metrics.jsonl"
+        metrics.parent.mkdir(parents=True)
+        metrics.write_text("".join(json.dumps({"step": s, "heldout_loss/en": 5 - base - s / 100,
+                                               "heldout_loss/de": 6 - base - s / 100}) + "\n" for s in (50, 100)))
+    compare_variants(run, list(VARIANTS))
+    written = write_report([run])
+    md = written["markdown"].read_text()
+    assert "## Pretraining comparison" in md and "| de | 4.400 | 4.300 | 4.250 |" in md
+    assert (written["markdown"].parent / "figures" / "pretraining_run_heldout_curves.png").exists()
+
+
+def test_empty_run_dir_is_a_clear_error(tmp_path):
+    with pytest.raises(MetaXLMError, match="nothing to report: no eval/\\*/results.json"):
+        write_report([tmp_path])
+    with pytest.raises(MetaXLMError, match="no such run directory"):
+        write_report([tmp_path / "missing"])
+
+
+def test_bad_results_name_the_file(run):
+    path = run / "eval" / "metaxlm" / "results.json"
+    path.write_text('{"model_name": "metaxlm",\n "tasks": {')
+    with pytest.raises(DataError, match=re.escape(f"{path}:2: not valid JSON")):
+        write_report([run])
+    data = _results("metaxlm", 100, final=True)
+    data["tasks"]["module"]["per_language"]["de"]["mean"] = "high"
+    path.write_text(json.dumps(data))
+    with pytest.raises(DataError, match=re.escape(f"{path}: tasks.module.per_language.de")):
+        write_report([run])
+    data = _results("metaxlm", 100, final=True)
+    data["alignment"]["de-en"]["aer"] = [0.5]
+    path.write_text(json.dumps(data))
+    with pytest.raises(DataError, match="alignment.de-en.aer: has 1 values for 4 layers"):
+        write_report([run])
+
+
+def test_format_task_table_with_missing_scores():
+    task = _task({"en": 0.9, "de": 0.8}, [0])
+    task["per_language"]["de"] = {"mean": None, "std": None}  # the evaluation writes NaN as null
+    text = format_task_table("module", {"m": task})
+    assert "| m | 90.0 | – |" in text and "±" not in text.split("\n\n")[1]
