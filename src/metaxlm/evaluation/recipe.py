@@ -127,7 +127,7 @@ def evaluate_alignment(model, tokenizer, spec: AlignmentEvalSpec, ecfg: EvalConf
     from metaxlm.data.benchmarks import load_alignment
     from metaxlm.features.alignment import alignment_by_layer
 
-    aset = load_alignment(spec.src, spec.tgt, spec.gold, fmt=spec.format, word_base=spec.word_base,
+    aset = load_alignment(spec.src, spec.tgt, spec.gold, fmt=spec.format, src_base=spec.word_base,
                           sid_base=spec.sid_base)
     result = alignment_by_layer(model, tokenizer, aset, method=spec.method, layers=ecfg.layers)
     return {"method": spec.method, "pairs": len(aset), **result}
@@ -140,10 +140,8 @@ def task_specs(ecfg: EvalConfig) -> dict:
 
     specs = {}
     for name, fields in ecfg.tasks.items():
-        fields = dict(fields)
-        base = fields.pop("task", name)
         try:
-            specs[name] = load_task_spec(base, [f"{k}={json.dumps(v)}" for k, v in fields.items()])
+            specs[name] = load_task_spec(fields.get("task", name), fields)
         except ConfigError as err:
             raise ConfigError(f"evaluate.tasks.{name}: {err}") from None
     return specs
