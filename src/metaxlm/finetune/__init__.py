@@ -1,0 +1,11 @@
+"""Fine-tuning evaluation: BERT-style heads on any HF encoder, one training loop, cross-lingual scenarios.
+
+- `spec`: TaskSpec / load_task_spec (configs/tasks/<name>.yaml)
+- `tasks`: task types by name (classification, tagging, spans, qa); `get_task(name)`
+- `trainer`: finetune(...), predict(...)
+- `scenarios`: run_task(...) -> one task entry of the results schema
+"""
+
+from metaxlm.finetune.spec import Hyperparameters, TaskSpec, load_task_spec
+
+__all__ = ["Hyperparameters", "TaskSpec", "load_task_spec"]

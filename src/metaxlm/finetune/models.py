@@ -1,0 +1,61 @@
+"""Loading an encoder for fine-tuning: a metaxlm pretraining checkpoint (BertForMaskedLM saved with
+save_pretrained; its tokenizer lives in the run's `vocab/` dir) or any HF AutoModel directory."""
+
+from __future__ import annotations
+
+from contextlib import contextmanager
+from pathlib import Path
+
+from metaxlm.errors import MetaXLMError
+from metaxlm.vocab import load_tokenizer
+
+
+def load_finetune_tokenizer(model_dir: str | Path, tokenizer_dir: str | Path | None = None):
+    """The tokenizer in `tokenizer_dir`, else the one saved beside the model; it must be a fast tokenizer
+    (offset mappings and word ids drive the span, tagging and QA features)."""
+    source = Path(tokenizer_dir) if tokenizer_dir else Path(model_dir)
+    if tokenizer_dir is None and not (source / "tokenizer_config.json").exists():
+        raise MetaXLMError(f"{model_dir}: no tokenizer saved beside the model; pass the tokenizer directory "
+                           "(for metaxlm runs: <run>/vocab)")
+    tokenizer = load_tokenizer(source)
+    if not getattr(tokenizer, "is_fast", False):
+        raise MetaXLMError(f"{source}: fine-tuning needs a fast (tokenizers-backed) tokenizer for offset mappings")
+    return tokenizer
+
+
+@contextmanager
+def _quiet_transformers():
+    """A pretraining checkpoint has an MLM head and no task head: transformers then prints a load report
+    of unexpected/missing weights and a progress bar. Both are expected here; `load_model` checks the
+    missing weights itself."""
+    from transformers.utils import logging as hf_logging
+
+    verbosity, bar = hf_logging.get_verbosity(), hf_logging.is_progress_bar_enabled()
+    hf_logging.set_verbosity_error()
+    hf_logging.disable_progress_bar()
+    try:
+        yield
+    finally:
+        hf_logging.set_verbosity(verbosity)
+        if bar:
+            hf_logging.enable_progress_bar()
+
+
+def load_model(task, model_dir: str | Path):
+    """The task's head (`task.auto_model`) on the encoder in `model_dir`, head newly initialized (call
+    `trainer.set_seed` first for a reproducible head). Raises if encoder weights are missing, which means the
+    directory holds a different architecture (only the pooler and the head may be new)."""
+    import transformers
+
+    auto = getattr(transformers, task.auto_model)
+    with _quiet_transformers():
+        try:
+            model, info = auto.from_pretrained(str(model_dir), output_loading_info=True, **task.model_kwargs())
+        except (OSError, ValueError) as err:
+            raise MetaXLMError(f"{model_dir}: cannot load as {task.auto_model}: {err}") from None
+    body = model.base_model_prefix
+    missing = sorted(k for k in info["missing_keys"] if k.startswith(f"{body}.") and ".pooler." not in k)
+    if missing:
+        raise MetaXLMError(f"{model_dir}: encoder weights missing from the checkpoint ({', '.join(missing[:5])}"
+                           f"{', ...' if len(missing) > 5 else ''}): not an encoder of this architecture")
+    return model

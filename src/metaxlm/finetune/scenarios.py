@@ -1,0 +1,352 @@
+"""Fine-tuning scenarios, several seeds each, summarized as one task entry of the results schema.
+
+- zero_shot: fine-tune on the source language, test every language.
+- supervised: per language with a train file, fine-tune and test in that language.
+- translate_train: per language, fine-tune on the source train data plus that language's (machine-
+  translated) train data; for pair tasks also on the code-switched pairs of Pan et al. (2021),
+  (x_xx, y_en) and (x_en, y_xx) of one item in the same batch; test in that language.
+- transfer_matrix: every language as source (its training data, see `matrix_training_data`), every
+  language as target; a source without training data gets a row of NaN (null in JSON) and says so.
+
+With `train_from: test_half` (XQuAD), training items are the source-language test items of half of
+the documents and every language is tested on the other half only (`split_by_document`).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import math
+import time
+from collections.abc import Sequence
+from pathlib import Path
+
+from metaxlm.errors import MetaXLMError
+from metaxlm.finetune.models import load_finetune_tokenizer, load_model
+from metaxlm.finetune.spec import TaskSpec
+from metaxlm.finetune.tasks import Task, get_task
+from metaxlm.finetune.trainer import finetune, predict, set_seed
+from metaxlm.io import atomic_write_json
+
+SCENARIOS = ("zero_shot", "supervised", "translate_train", "transfer_matrix")
+
+
+# -- data ----------------------------------------------------------------------------------------------------
+
+def _sha(text: str) -> str:
+    return hashlib.sha256(text.encode("utf-8")).hexdigest()
+
+
+def cap(examples: list, n: int | None) -> list:
+    """At most n examples: those with the smallest sha256 of their id (in file order), so parallel test sets
+    keep the same items in every language."""
+    if n is None or len(examples) <= n:
+        return examples
+    keep = set(sorted(range(len(examples)), key=lambda i: _sha(examples[i].id))[:n])
+    return [ex for i, ex in enumerate(examples) if i in keep]
+
+
+def document_of(example) -> str:
+    """The document an item belongs to: a QA item's article title, else the id part before '#' (the demo's
+    `<page>#<paragraph>` ids), else the id itself."""
+    return getattr(example, "title", "") or example.id.split("#", 1)[0]
+
+
+def split_by_document(source_examples: list) -> tuple[set[str], set[str]]:
+    """(training ids, test ids): documents ordered by sha256 of their name, the first half (rounded up) train."""
+    documents = sorted({document_of(ex) for ex in source_examples}, key=_sha)
+    train_docs = set(documents[: (len(documents) + 1) // 2])
+    train_ids = {ex.id for ex in source_examples if document_of(ex) in train_docs}
+    return train_ids, {ex.id for ex in source_examples} - train_ids
+
+
+class TaskData:
+    """Loads (once) and caps a task's files per language; answers what training data a language has."""
+
+    def __init__(self, spec: TaskSpec):
+        self.spec = spec
+        self._cache: dict[tuple[str, str], list | None] = {}
+        self.half: tuple[set[str], set[str]] | None = None
+
+    def load(self, which: str, lang: str) -> list | None:
+        """Examples of `which` (train/dev/test/translate_train) in `lang`, or None when there is no such file."""
+        from metaxlm.data.benchmarks import load_examples
+
+        if (which, lang) not in self._cache:
+            path = self.spec.path(which, lang)
+            examples = None
+            if path is not None and path.exists():
+                split = "test" if which == "test" else ("dev" if which == "dev" else "train")
+                examples = list(load_examples(self.spec.format, path, lang=lang, split=split, allow_empty=True))
+            self._cache[which, lang] = examples
+        return self._cache[which, lang]
+
+    def _halves(self) -> tuple[set[str], set[str]]:
+        if self.half is None:
+            source = self.load("test", self.spec.source)
+            if not source:
+                raise MetaXLMError(f"task {self.spec.name}: test_half needs the source language's test file "
+                                   f"({self.spec.path('test', self.spec.source)})")
+            self.half = split_by_document(source)
+        return self.half
+
+    def test(self, lang: str, halves: bool) -> list | None:
+        examples = self.load("test", lang)
+        if examples is not None and halves:
+            examples = [ex for ex in examples if ex.id in self._halves()[1]]
+        return None if examples is None else cap(examples, self.spec.max_test_items)
+
+    def train_half(self, lang: str) -> list | None:
+        examples = self.load("test", lang)
+        if examples is None:
+            return None
+        # QA test items whose answer could not be located (start -1) cannot be trained on
+        return [ex for ex in examples if ex.id in self._halves()[0] and _trainable(ex)]
+
+    def train(self, lang: str, which: str = "train") -> list | None:
+        examples = self.load(which, lang)
+        return None if examples is None else cap([ex for ex in examples if _trainable(ex)], self.spec.max_train_items)
+
+
+def _trainable(example) -> bool:
+    return all(start >= 0 for _, start in getattr(example, "answers", ()))
+
+
+def matrix_training_data(data: TaskData, lang: str) -> tuple[list | None, str]:
+    """A transfer-matrix row's training data and where it came from: with test_half, the language's half of
+    the test documents; else its train file, else its translate_train file, else its dev file."""
+    spec = data.spec
+    if (spec.matrix_train_from or spec.train_from) == "test_half":
+        examples = data.train_half(lang)
+        return (cap(examples, spec.max_train_items) if examples else None), "test items of the training documents"
+    for which in ("train", "translate_train", "dev"):
+        examples = data.train(lang, which)
+        if examples:
+            return examples, f"{which} file {spec.path(which, lang)}"
+    return None, "no training data (row is null)"
+
+
+def code_switched_items(task: Task, english: list, translated: list) -> tuple[list, int]:
+    """Training items for translate-train in one language: both sets as they are, plus for pair tasks each
+    matched id's two code-switched examples as one tuple (the trainer keeps a tuple in one batch)."""
+    items: list = [*english, *translated]
+    by_id = {ex.id: ex for ex in english}
+    pairs = 0
+    for ex in translated:
+        if ex.id in by_id and (switched := task.code_switch(by_id[ex.id], ex)) is not None:
+            items.append(tuple(switched))
+            pairs += 1
+    return items, pairs
+
+
+# -- results -------------------------------------------------------------------------------------------------
+
+def summarize(runs: dict[str, list[float]], source: str | None) -> dict:
+    """per_language mean/std/runs, and over seeds: the average over languages, the average over target
+    languages and the transfer gap (source minus mean target), each computed per seed then as mean ± std."""
+    from metaxlm.evaluation.metrics import mean_std, transfer_gap
+
+    def ms(values: Sequence[float]) -> dict[str, float]:
+        stats = mean_std(values)
+        return {"mean": stats["mean"], "std": stats["std"]}
+
+    out: dict = {"per_language": {lang: {**ms(v), "runs": list(v)} for lang, v in runs.items()}}
+    if not runs:
+        return out
+    n_seeds = min(len(v) for v in runs.values())
+    per_seed = [{lang: v[i] for lang, v in runs.items()} for i in range(n_seeds)]
+    out["average"] = ms([sum(s.values()) / len(s) for s in per_seed])
+    if source is not None and source in runs and len(runs) > 1:
+        out["target_average"] = ms([sum(v for k, v in s.items() if k != source) / (len(s) - 1) for s in per_seed])
+        out["transfer_gap"] = ms([transfer_gap(s, source) for s in per_seed])
+    return out
+
+
+# -- running -------------------------------------------------------------------------------------------------
+
+class _Runner:
+    def __init__(self, spec: TaskSpec, model_dir: Path, tokenizer, progress: bool):
+        self.spec, self.model_dir, self.tokenizer, self.progress = spec, model_dir, tokenizer, progress
+        self.details: list[dict] = []
+
+    def new_task(self, train_items: list) -> Task:
+        task = get_task(self.spec.type)(self.tokenizer, self.spec.hyperparameters)
+        task.normalization = self.spec.qa_normalization
+        task.fit_labels([ex for item in train_items for ex in (item if isinstance(item, tuple) else (item,))])
+        return task
+
+    def train_and_test(self, train_items: list, tests: dict[str, list], seed: int, label: str) -> dict[str, float]:
+        """Fine-tune a fresh model on `train_items` with `seed`; score on each test set."""
+        spec = self.spec
+        task = self.new_task(train_items)
+        start = time.perf_counter()
+        set_seed(seed)  # the new head's initialization is part of the run
+        model = load_model(task, self.model_dir)
+        losses: list[float] = []
+        finetune(model, task, train_items, spec.hyperparameters, seed=seed, progress=self.progress, history=losses,
+                 desc=f"{spec.name} {label} seed {seed}")
+        trained = time.perf_counter() - start
+        scores = {}
+        for lang, examples in tests.items():
+            predictions = predict(model, task, examples, spec.hyperparameters, progress=self.progress,
+                                  desc=f"{spec.name} test {lang}")
+            scores[lang] = task.score(examples, predictions, metric=spec.metric, lang=lang)
+        self.details.append({"label": label, "seed": seed, "train_items": len(train_items), "steps": len(losses),
+                             "first_loss": losses[0], "last_loss": losses[-1], "train_seconds": round(trained, 1),
+                             "total_seconds": round(time.perf_counter() - start, 1),
+                             "scores": scores})
+        if self.progress:
+            shown = " ".join(f"{k} {v:.3f}" for k, v in scores.items())
+            print(f"  {spec.name} {label} seed {seed}: {len(train_items)} items, {len(losses)} steps, "
+                  f"{time.perf_counter() - start:.0f}s; {spec.metric} {shown}", flush=True)
+        return scores
+
+
+def run_task(spec: TaskSpec, model_dir: str | Path, out_dir: str | Path | None = None, *,
+             scenario: str = "zero_shot", seeds: Sequence[int] | None = None, languages: Sequence[str] | None = None,
+             tokenizer_dir: str | Path | None = None, progress: bool = True) -> dict:
+    """Run one scenario of one task on the model in `model_dir`; return the task entry of the results schema
+    (for transfer_matrix: the matrix entry, {"languages", "scores", "std", ...}). `languages` (default: the
+    spec's) are intersected with the languages the task has data for. Details of every run go to
+    `out_dir/<scenario>.json` when out_dir is given."""
+    if scenario not in SCENARIOS:
+        raise MetaXLMError(f"unknown scenario {scenario!r} (known: {', '.join(SCENARIOS)})")
+    seeds = list(seeds if seeds is not None else spec.seeds)
+    if not seeds:
+        raise MetaXLMError("no seeds to run")
+    langs = [lang for lang in (languages or spec.languages) if lang in spec.languages]
+    if spec.source not in langs:
+        langs.insert(0, spec.source)
+    notes = [spec.note] if spec.note else []
+    if skipped := [lang for lang in (languages or []) if lang not in spec.languages]:
+        notes.append(f"no {spec.name} data for {', '.join(skipped)}")
+    runner = _Runner(spec, Path(model_dir), load_finetune_tokenizer(model_dir, tokenizer_dir), progress)
+    data = TaskData(spec)
+    start = time.perf_counter()
+    if scenario == "transfer_matrix":
+        entry = _transfer_matrix(runner, data, langs, seeds, notes)
+    else:
+        entry = {"type": spec.type, "metric": spec.metric, "scenario": scenario, "source": spec.source, "seeds": seeds}
+        runs = {"zero_shot": _zero_shot, "supervised": _supervised, "translate_train": _translate_train}[scenario](
+            runner, data, langs, seeds, notes)
+        entry.update(summarize(runs, None if scenario == "supervised" else spec.source))
+    entry["note"] = "; ".join(n for n in notes if n)
+    if out_dir is not None:
+        atomic_write_json(Path(out_dir) / f"{scenario}.json", _json_safe({
+            "task": spec.model_dump(mode="json"), "model_dir": str(model_dir), "entry": entry,
+            "seconds": round(time.perf_counter() - start, 1), "runs": runner.details}))
+    return entry
+
+
+def _tests(data: TaskData, langs: Sequence[str], notes: list[str]) -> dict[str, list]:
+    halves = data.spec.train_from == "test_half"
+    tests, missing = {}, []
+    for lang in langs:
+        examples = data.test(lang, halves)
+        if examples:
+            tests[lang] = examples
+        else:
+            missing.append(lang)
+    if missing:
+        notes.append(f"no test items for {', '.join(missing)} (not scored)")
+    return tests
+
+
+def _source_train(data: TaskData, notes: list[str]) -> list:
+    spec = data.spec
+    if spec.train_from == "test_half":
+        examples = cap(data.train_half(spec.source) or [], spec.max_train_items)
+        notes.append(f"trained on the {spec.source} test items of half of the documents (first half by sha256 of "
+                     f"the document name: {len(data._halves()[0])} items), tested on the other half in every language")
+    else:
+        examples = data.train(spec.source) or []
+    if not examples:
+        raise MetaXLMError(f"task {spec.name}: no training items for the source language {spec.source} "
+                           f"({spec.path('train', spec.source)})")
+    return examples
+
+
+def _zero_shot(runner: _Runner, data: TaskData, langs, seeds, notes) -> dict[str, list[float]]:
+    train = _source_train(data, notes)
+    tests = _tests(data, langs, notes)
+    runs: dict[str, list[float]] = {lang: [] for lang in tests}
+    for seed in seeds:
+        for lang, score in runner.train_and_test(train, tests, seed, f"{data.spec.source}").items():
+            runs[lang].append(score)
+    return runs
+
+
+def _supervised(runner: _Runner, data: TaskData, langs, seeds, notes) -> dict[str, list[float]]:
+    tests = _tests(data, langs, notes)
+    runs, untrained = {}, []
+    for lang, examples in tests.items():
+        train = data.train(lang)
+        if not train:
+            untrained.append(lang)
+            continue
+        runs[lang] = [runner.train_and_test(train, {lang: examples}, seed, lang)[lang] for seed in seeds]
+    if untrained:
+        notes.append(f"supervised: no train file for {', '.join(untrained)} (not scored)")
+    return runs
+
+
+def _translate_train(runner: _Runner, data: TaskData, langs, seeds, notes) -> dict[str, list[float]]:
+    spec = data.spec
+    source = _source_train(data, notes)
+    tests = _tests(data, langs, notes)
+    runs, untrained, switched = {}, [], []
+    for lang, examples in tests.items():
+        if lang == spec.source:
+            items = source
+        else:
+            translated = data.train(lang, "translate_train")
+            if not translated:
+                untrained.append(lang)
+                continue
+            items = [*source, *translated]
+            if spec.code_switch:
+                items, pairs = code_switched_items(runner.new_task(source), source, translated)
+                switched.append(f"{lang} {pairs}")
+        runs[lang] = [runner.train_and_test(items, {lang: examples}, seed, f"{spec.source}+{lang}")[lang]
+                      for seed in seeds]
+    if untrained:
+        notes.append(f"translate_train: no translated train file for {', '.join(untrained)} (not scored)")
+    if switched:
+        notes.append(f"code-switched pairs (Pan et al. 2021) per language: {', '.join(switched)}")
+    return runs
+
+
+def _transfer_matrix(runner: _Runner, data: TaskData, langs, seeds, notes) -> dict:
+    spec = data.spec
+    halves = (spec.matrix_train_from or spec.train_from) == "test_half"
+    tests = {lang: examples for lang in langs if (examples := data.test(lang, halves))}
+    if missing := [lang for lang in langs if lang not in tests]:
+        notes.append(f"no test items for {', '.join(missing)} (null columns)")
+    scores, stds, sources = [], [], {}
+    for lang in langs:
+        train, origin = matrix_training_data(data, lang)
+        sources[lang] = origin if train is None else f"{origin} ({len(train)} items)"
+        if train is None:
+            scores.append([math.nan] * len(langs))
+            stds.append([math.nan] * len(langs))
+            continue
+        per_seed = [runner.train_and_test(train, tests, seed, f"from {lang}") for seed in seeds]
+        stats = summarize({t: [s[t] for s in per_seed] for t in tests}, None)["per_language"]
+        scores.append([stats[t]["mean"] if t in stats else math.nan for t in langs])
+        stds.append([stats[t]["std"] if t in stats else math.nan for t in langs])
+    if halves:
+        notes.append("every source trains on its test items of half of the documents; targets are tested on the "
+                     "other half")
+    return {"type": spec.type, "metric": spec.metric, "scenario": "transfer_matrix", "seeds": list(seeds),
+            "languages": list(langs), "scores": scores, "std": stds, "train_data": sources}
+
+
+def _json_safe(obj):
+    """JSON has no NaN: a missing score is null."""
+    if isinstance(obj, float) and not math.isfinite(obj):
+        return None
+    if isinstance(obj, dict):
+        return {k: _json_safe(v) for k, v in obj.items()}
+    if isinstance(obj, list | tuple):
+        return [_json_safe(v) for v in obj]
+    return obj
+

@@ -1,0 +1,158 @@
+"""A fine-tuning task's settings: which data, which head, which metric, which hyperparameters.
+
+`configs/tasks/<name>.yaml` holds each task's defaults; a run config overrides any field
+(`evaluate.tasks.<name>: {task: <yaml name>, max_train_items: 500}`) and so does the CLI (`key=value`).
+Path templates fill in `{lang}` (the run's language code) and `{flores}` (its FLORES-200 code, as
+SIB-200 names its folders); a mapping gives one path per language instead, for benchmarks whose files
+are named irregularly (UD treebanks). Relative paths are relative to the working directory, as in run configs.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any, Literal
+
+import yaml
+from pydantic import Field, ValidationError, field_validator, model_validator
+
+from metaxlm.config import Strict, _format_errors, apply_override
+from metaxlm.errors import ConfigError
+from metaxlm.languages import FLORES, check_language
+
+TASK_CONFIG_DIR = Path(__file__).resolve().parents[3] / "configs" / "tasks"
+
+PathTemplate = str | dict[str, str] | None
+
+
+class Hyperparameters(Strict):
+    lr: float = Field(2e-5, gt=0.0)
+    batch_size: int = Field(32, ge=1)
+    epochs: float = Field(3.0, gt=0.0)
+    max_steps: int | None = Field(None, ge=1)  # when set, overrides epochs
+    max_seq_len: int = Field(128, ge=8)
+    warmup_ratio: float = Field(0.1, ge=0.0, lt=1.0)
+    weight_decay: float = Field(0.01, ge=0.0)
+    clip: float = Field(1.0, gt=0.0)
+    eval_batch_size: int = Field(64, ge=1)
+    # extractive QA (SQuAD-style features)
+    doc_stride: int = Field(128, ge=1)
+    max_query_len: int = Field(64, ge=1)
+    n_best: int = Field(20, ge=1)
+    max_answer_len: int = Field(30, ge=1)
+
+    @field_validator("lr", "epochs", "warmup_ratio", "weight_decay", "clip", mode="before")
+    @classmethod
+    def _float_text(cls, value):
+        # YAML 1.1 reads `2e-5` (no dot) as a string; take it for the number it plainly means
+        if isinstance(value, str):
+            try:
+                return float(value)
+            except ValueError:
+                pass
+        return value
+
+
+class TaskSpec(Strict):
+    name: str
+    type: Literal["classification", "tagging", "spans", "qa"]
+    format: str  # a loader of metaxlm.data.benchmarks (demo_module, xnli, udpos, squad, ...)
+    metric: str  # classification: accuracy; tagging: accuracy | seqeval_f1; spans: span_f1; qa: f1 | exact_match
+    languages: list[str]
+    source: str = "en"
+    test: str | dict[str, str]
+    train: PathTemplate = None
+    dev: PathTemplate = None
+    translate_train: PathTemplate = None  # machine-translated train data per language (translate_train scenario)
+    # Where the training items come from. `test_half`: the test items of half of the documents (QA: the
+    # article title; other tasks: the id part before '#'), chosen by sha256, in the source language; every
+    # language is then tested on the other half only (XQuAD has no English train split of its own).
+    train_from: Literal["train", "test_half"] = "train"
+    # The same for the transfer_matrix scenario (default: as train_from). With `train`, a source language
+    # without a train file falls back to its translate_train file, then its dev file, else its row is null.
+    matrix_train_from: Literal["train", "test_half"] | None = None
+    code_switch: bool = True  # translate_train, pair tasks: add (x_xx, y_en) and (x_en, y_xx) in one batch
+    qa_normalization: Literal["squad", "mlqa"] = "squad"  # mlqa: per-language answer normalization
+    hyperparameters: Hyperparameters = Field(default_factory=Hyperparameters)
+    max_train_items: int | None = Field(None, ge=1)  # per training language, first items by sha256 of the id
+    max_test_items: int | None = Field(None, ge=1)   # per test language, chosen the same way
+    seeds: list[int] = Field(default_factory=lambda: [0, 1, 2])
+    note: str = ""  # free text for the results entry (e.g. how the data was split)
+
+    @field_validator("languages")
+    @classmethod
+    def _known(cls, langs: list[str]) -> list[str]:
+        for lang in langs:
+            check_language(lang, "languages")
+        if len(set(langs)) != len(langs):
+            raise ValueError("duplicate language codes")
+        return langs
+
+    @model_validator(mode="after")
+    def _consistent(self) -> TaskSpec:
+        check_language(self.source, "source")
+        if self.source not in self.languages:
+            raise ValueError(f"source {self.source!r} is not one of languages")
+        if self.train_from == "train" and self.train is None:
+            raise ValueError("train_from=train needs a `train` path (or set train_from: test_half)")
+        allowed = {"classification": {"accuracy"}, "tagging": {"accuracy", "seqeval_f1"}, "spans": {"span_f1"},
+                   "qa": {"f1", "exact_match"}}[self.type]
+        if self.metric not in allowed:
+            raise ValueError(f"metric {self.metric!r} is not one of {sorted(allowed)} for type {self.type}")
+        hp = self.hyperparameters
+        room = hp.max_seq_len - hp.max_query_len - 4  # the context window after the question and special tokens
+        if self.type == "qa" and hp.doc_stride >= room:
+            raise ValueError(f"hyperparameters.doc_stride ({hp.doc_stride}) must be < max_seq_len - max_query_len - 4"
+                             f" ({room})")
+        return self
+
+    def path(self, which: Literal["train", "dev", "test", "translate_train"], lang: str) -> Path | None:
+        """The file for `lang`, or None when the template does not cover that language."""
+        template = getattr(self, which)
+        if template is None:
+            return None
+        if isinstance(template, dict):
+            return Path(template[lang]) if lang in template else None
+        return Path(template.format(lang=lang, flores=FLORES.get(lang, lang)))
+
+
+def _find_task_file(path_or_name: str | Path) -> Path:
+    path = Path(path_or_name)
+    if path.suffix in (".yaml", ".yml") or path.exists():
+        return path
+    for root in (Path.cwd() / "configs" / "tasks", TASK_CONFIG_DIR):
+        if (root / f"{path_or_name}.yaml").exists():
+            return root / f"{path_or_name}.yaml"
+    known = sorted(p.stem for p in TASK_CONFIG_DIR.glob("*.yaml"))
+    raise ConfigError(f"no task config {path_or_name!r} (known in {TASK_CONFIG_DIR}: {', '.join(known)})")
+
+
+def _deep_merge(base: dict[str, Any], extra: dict[str, Any]) -> dict[str, Any]:
+    out = dict(base)
+    for key, value in extra.items():
+        out[key] = _deep_merge(out[key], value) if isinstance(value, dict) and isinstance(out.get(key), dict) \
+            else value
+    return out
+
+
+def load_task_spec(path_or_name: str | Path, overrides: dict[str, Any] | list[str] | None = None) -> TaskSpec:
+    """Read a task YAML (a path, or a name under configs/tasks/) and apply overrides: a mapping (from a run
+    config's `evaluate.tasks` entry; its `task` key names the YAML and is dropped) or `key.sub=value` strings."""
+    path = _find_task_file(path_or_name)
+    try:
+        tree = yaml.safe_load(path.read_text(encoding="utf-8")) or {}
+    except OSError as err:
+        raise ConfigError(f"cannot read task config {path}: {err.strerror}") from None
+    except yaml.YAMLError as err:
+        raise ConfigError(f"{path}: not valid YAML: {err}") from None
+    if not isinstance(tree, dict):
+        raise ConfigError(f"{path}: top level must be a mapping of keys")
+    tree.setdefault("name", path.stem)
+    if isinstance(overrides, dict):
+        tree = _deep_merge(tree, {k: v for k, v in overrides.items() if k != "task"})
+    else:
+        for override in overrides or ():
+            apply_override(tree, override)
+    try:
+        return TaskSpec.model_validate(tree)
+    except ValidationError as err:
+        raise ConfigError(_format_errors(err, str(path))) from None

@@ -1,0 +1,63 @@
+"""What every task type provides to the trainer and the scenarios.
+
+A task turns examples into features (dicts holding `input_ids`, maybe `token_type_ids`, the training
+targets under `target_keys`, and whatever decoding needs), and turns the model's outputs on those
+features back into one prediction per example, which `score` compares with the gold data.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any, ClassVar
+
+import numpy as np
+
+from metaxlm.finetune.spec import Hyperparameters
+
+Feature = dict[str, Any]
+MODEL_INPUTS = ("input_ids", "token_type_ids")
+
+
+class Task:
+    name: ClassVar[str] = ""           # set by register_task
+    auto_model: ClassVar[str] = ""     # the transformers Auto class holding this head
+    target_keys: ClassVar[tuple[str, ...]] = ("labels",)
+    output_keys: ClassVar[tuple[str, ...]] = ("logits",)
+    token_outputs: ClassVar[bool] = False  # outputs are per token (the trainer cuts them to each feature's length)
+
+    def __init__(self, tokenizer, hp: Hyperparameters, labels: Sequence[str] | None = None):
+        self.tokenizer = tokenizer
+        self.hp = hp
+        self.labels: list[str] = list(labels) if labels is not None else []
+
+    # -- labels ------------------------------------------------------------------------------------------------
+    def fit_labels(self, examples: Sequence) -> None:
+        """Fix the label set from training examples (sorted, so heads are laid out the same in every run)."""
+
+    @property
+    def num_labels(self) -> int:
+        return len(self.labels)
+
+    def model_kwargs(self) -> dict[str, Any]:
+        """Arguments for `from_pretrained` that size and name the head."""
+        if not self.labels:
+            return {}
+        return {"num_labels": len(self.labels), "id2label": dict(enumerate(self.labels)),
+                "label2id": {label: i for i, label in enumerate(self.labels)}}
+
+    # -- data --------------------------------------------------------------------------------------------------
+    def encode(self, examples: Sequence, *, train: bool) -> list[Feature]:
+        """Features in example order; each has `example` (its example's index). `train` adds the targets."""
+        raise NotImplementedError
+
+    def decode(self, examples: Sequence, features: list[Feature], outputs: list[tuple[np.ndarray, ...]]) -> list:
+        """One prediction per example from the outputs (float32 arrays, `output_keys` order) of each feature."""
+        raise NotImplementedError
+
+    def score(self, examples: Sequence, predictions: list, *, metric: str, lang: str | None = None) -> float:
+        raise NotImplementedError
+
+    def code_switch(self, english, translated) -> tuple | None:
+        """For pair tasks, the two code-switched examples (x_xx, y_en) and (x_en, y_xx) of Pan et al. (2021)
+        from an English example and its translation; None for single-text tasks."""
+        return None

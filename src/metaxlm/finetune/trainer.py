@@ -1,0 +1,192 @@
+"""One fine-tuning loop for every task type, and batched inference.
+
+Training: AdamW (fused kernel), linear warm-up then linear decay, bf16 autocast, gradient clipping;
+batches padded to their longest feature, with features of similar length batched together (shuffled
+within windows of 64 batches, then batch order shuffled), which wastes little compute on padding.
+Everything random is seeded from `seed` (torch, numpy, python; the batch order from its own generator),
+so a run is a function of its seed. Inference: eval mode, bf16, features sorted by length.
+
+A training item is an example or a tuple of examples that must share a batch (the code-switched pairs
+of translate-train); all features of one item (e.g. a long QA context's windows) stay together too.
+"""
+
+from __future__ import annotations
+
+import math
+import random
+from collections.abc import Sequence
+
+import numpy as np
+import torch
+from tqdm import tqdm
+
+from metaxlm.errors import MetaXLMError
+from metaxlm.finetune.spec import Hyperparameters
+from metaxlm.finetune.tasks.base import MODEL_INPUTS, Feature, Task
+
+IGNORE = -100
+SORT_WINDOW = 64  # batches per window of length-sorted features: similar lengths, still a random order
+
+
+def set_seed(seed: int) -> None:
+    random.seed(seed)
+    np.random.seed(seed % 2**32)
+    torch.manual_seed(seed)
+
+
+def _device() -> torch.device:
+    return torch.device("cuda" if torch.cuda.is_available() else "cpu")
+
+
+def _autocast(device: torch.device):
+    return torch.autocast(device.type, dtype=torch.bfloat16)
+
+
+def encode_items(task: Task, items: Sequence, *, train: bool) -> tuple[list[Feature], list[list[int]]]:
+    """Features of all items, and for each item the indices of its features (items without features dropped)."""
+    examples, owner = [], []
+    for i, item in enumerate(items):
+        for example in item if isinstance(item, tuple) else (item,):
+            examples.append(example)
+            owner.append(i)
+    features = task.encode(examples, train=train)
+    units: list[list[int]] = [[] for _ in items]
+    for k, feature in enumerate(features):
+        units[owner[feature["example"]]].append(k)
+    return features, [u for u in units if u]
+
+
+def length_grouped_batches(units: list[list[int]], lengths: Sequence[int], batch_size: int,
+                           rng: random.Random) -> list[list[int]]:
+    """Batches of feature indices: units shuffled, sorted by length within windows, cut into batches of at least
+    `batch_size` features (a unit is never split), batch order shuffled."""
+    order = list(range(len(units)))
+    rng.shuffle(order)
+    batches = []
+    window = SORT_WINDOW * batch_size
+    for w in range(0, len(order), window):
+        chunk = sorted(order[w:w + window], key=lambda u: max(lengths[k] for k in units[u]))
+        batch: list[int] = []
+        for u in chunk:
+            batch.extend(units[u])
+            if len(batch) >= batch_size:
+                batches.append(batch)
+                batch = []
+        if batch:
+            batches.append(batch)
+    rng.shuffle(batches)
+    return batches
+
+
+def collate(features: list[Feature], pad_id: int, target_keys: Sequence[str] = ()) -> dict[str, torch.Tensor]:
+    """Pad to the longest feature; targets that are per-token lists are padded with -100 (ignored)."""
+    width = max(len(f["input_ids"]) for f in features)
+    batch = {"attention_mask": torch.zeros(len(features), width, dtype=torch.long)}
+    for key in MODEL_INPUTS:
+        if key in features[0]:
+            fill = pad_id if key == "input_ids" else 0
+            batch[key] = torch.full((len(features), width), fill, dtype=torch.long)
+    for key in target_keys:
+        if isinstance(features[0][key], list):
+            batch[key] = torch.full((len(features), width), IGNORE, dtype=torch.long)
+        else:
+            batch[key] = torch.tensor([f[key] for f in features], dtype=torch.long)
+    for row, f in enumerate(features):
+        n = len(f["input_ids"])
+        batch["attention_mask"][row, :n] = 1
+        for key in MODEL_INPUTS:
+            if key in batch:
+                batch[key][row, :n] = torch.tensor(f[key])
+        for key in target_keys:
+            if isinstance(f[key], list):
+                batch[key][row, :n] = torch.tensor(f[key])
+    return batch
+
+
+def _optimizer(model, hp: Hyperparameters) -> torch.optim.Optimizer:
+    decay, no_decay = [], []
+    for name, p in model.named_parameters():
+        if p.requires_grad:  # biases and LayerNorm weights are not decayed (as in BERT)
+            (no_decay if p.ndim < 2 or "LayerNorm" in name else decay).append(p)
+    groups = [{"params": decay, "weight_decay": hp.weight_decay}, {"params": no_decay, "weight_decay": 0.0}]
+    # the fused kernel updates each parameter in one pass (same rule as the default implementation)
+    fused = all(p.device.type in ("cpu", "cuda") and p.is_floating_point() for p in decay + no_decay)
+    return torch.optim.AdamW(groups, lr=hp.lr, fused=fused or None)
+
+
+def finetune(model, task: Task, train_items: Sequence, hp: Hyperparameters, *, seed: int, progress: bool = True,
+             history: list[float] | None = None, desc: str = "fine-tune"):
+    """Train `model` in place on `train_items` for hp.max_steps steps, else hp.epochs epochs; return it.
+    `history`, when given, receives each step's loss."""
+    from transformers import get_linear_schedule_with_warmup
+
+    set_seed(seed)
+    rng = random.Random(seed)
+    device = _device()
+    features, units = encode_items(task, train_items, train=True)
+    if not units:
+        raise MetaXLMError("fine-tuning: the training data gave no features")
+    lengths = [len(f["input_ids"]) for f in features]
+    epoch_batches = length_grouped_batches(units, lengths, hp.batch_size, rng)
+    total = hp.max_steps or max(1, math.ceil(hp.epochs * len(epoch_batches)))
+    model.to(device).train()
+    optimizer = _optimizer(model, hp)
+    schedule = get_linear_schedule_with_warmup(optimizer, int(hp.warmup_ratio * total), total)
+    params = [p for p in model.parameters() if p.requires_grad]
+    pad_id = task.tokenizer.pad_token_id if task.tokenizer.pad_token_id is not None else 0
+    with tqdm(total=total, desc=desc, unit="step", disable=not progress, leave=False) as bar:
+        step = 0
+        while step < total:
+            for batch_indices in epoch_batches:
+                batch = collate([features[k] for k in batch_indices], pad_id, task.target_keys)
+                with _autocast(device):
+                    loss = model(**{k: v.to(device) for k, v in batch.items()}).loss
+                if not torch.isfinite(loss):
+                    raise MetaXLMError(f"fine-tuning: non-finite loss at step {step} (lower the learning rate)")
+                loss.backward()
+                torch.nn.utils.clip_grad_norm_(params, hp.clip)
+                optimizer.step()
+                schedule.step()
+                optimizer.zero_grad(set_to_none=True)
+                step += 1
+                if history is not None:
+                    history.append(loss.item())
+                bar.update(1)
+                if step % 10 == 0:
+                    bar.set_postfix(loss=f"{loss.item():.3f}")
+                if step >= total:
+                    break
+            epoch_batches = length_grouped_batches(units, lengths, hp.batch_size, rng)
+    model.eval()
+    return model
+
+
+@torch.inference_mode()
+def predict_outputs(model, task: Task, features: list[Feature], hp: Hyperparameters, *,
+                    progress: bool = False, desc: str = "predict") -> list[tuple[np.ndarray, ...]]:
+    """The model's outputs (`task.output_keys`, float32) per feature, cut to the feature's length for token outputs."""
+    device = _device()
+    model.to(device).eval()
+    pad_id = task.tokenizer.pad_token_id if task.tokenizer.pad_token_id is not None else 0
+    order = sorted(range(len(features)), key=lambda k: len(features[k]["input_ids"]))
+    results: list[tuple[np.ndarray, ...] | None] = [None] * len(features)
+    for i in tqdm(range(0, len(order), hp.eval_batch_size), desc=desc, unit="batch", disable=not progress,
+                  leave=False):
+        chunk = order[i:i + hp.eval_batch_size]
+        batch = collate([features[k] for k in chunk], pad_id)
+        with _autocast(device):
+            out = model(**{k: v.to(device) for k, v in batch.items()})
+        arrays = [getattr(out, key).float().cpu().numpy() for key in task.output_keys]
+        for row, k in enumerate(chunk):
+            n = len(features[k]["input_ids"])
+            results[k] = tuple(a[row, :n] if task.token_outputs else a[row] for a in arrays)
+    return results
+
+
+def predict(model, task: Task, examples: Sequence, hp: Hyperparameters, *, progress: bool = False,
+            desc: str = "predict"):
+    """Predictions for `examples` in the task's form (labels, tag lists, span sets, or {id: answer text})."""
+    if not examples:
+        return []
+    features = task.encode(examples, train=False)
+    return task.decode(examples, features, predict_outputs(model, task, features, hp, progress=progress, desc=desc))

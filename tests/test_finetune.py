@@ -1,0 +1,392 @@
+"""Fine-tuning: task features (first sub-words, char spans <-> BIO, QA doc stride and n-best decoding), the
+training loop (overfits, deterministic), code-switched batches, scenarios and their results entries."""
+
+import json
+import math
+import random
+
+import numpy as np
+import pytest
+import torch
+import transformers
+from conftest import WORDS
+
+from metaxlm.data.examples import ClassificationExample, QAExample, SpanExample, TaggingExample
+from metaxlm.errors import ConfigError, MetaXLMError
+from metaxlm.finetune.models import load_finetune_tokenizer, load_model
+from metaxlm.finetune.scenarios import code_switched_items, run_task, split_by_document, summarize
+from metaxlm.finetune.spec import TASK_CONFIG_DIR, Hyperparameters, TaskSpec, load_task_spec
+from metaxlm.finetune.tasks import get_task
+from metaxlm.finetune.tasks.qa import best_span
+from metaxlm.finetune.tasks.spans import bio_roundtrip_f1, bio_to_spans, spans_to_bio, token_offsets
+from metaxlm.finetune.tasks.tagging import IGNORE
+from metaxlm.finetune.trainer import encode_items, finetune, length_grouped_batches, predict, predict_outputs
+
+
+@pytest.fixture(scope="module", autouse=True)
+def one_thread():
+    """The models here are tiny: one thread is faster, and far faster when other processes hold the cores
+    (each multi-threaded op then waits for a descheduled worker)."""
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(threads)
+
+
+@pytest.fixture(scope="module")
+def tokenizer(tokenizer_dir):
+    return load_finetune_tokenizer(tokenizer_dir, tokenizer_dir)
+
+
+@pytest.fixture(scope="module")
+def model_dir(tokenizer, tmp_path_factory):
+    """A tiny random BertForMaskedLM saved like a metaxlm pretraining checkpoint (MLM head, no task head)."""
+    out = tmp_path_factory.mktemp("tiny_bert")
+    cfg = transformers.BertConfig(vocab_size=len(tokenizer), hidden_size=32, num_hidden_layers=2, num_attention_heads=2,
+                                  intermediate_size=64, max_position_embeddings=128, pad_token_id=tokenizer.pad_token_id)
+    transformers.set_seed(0)
+    transformers.BertForMaskedLM(cfg).save_pretrained(out)
+    return out
+
+
+def hp(**kw) -> Hyperparameters:
+    return Hyperparameters(**{"lr": 3e-3, "batch_size": 8, "max_steps": 60, "max_seq_len": 64, "warmup_ratio": 0.0,
+                              **kw})
+
+
+def sentence(lang: str, rng: random.Random, n: int = 6) -> str:
+    return ("" if lang == "zh" else " ").join(rng.choices(WORDS[lang], k=n))
+
+
+# -- features ----------------------------------------------------------------------------------------------
+
+def test_tagging_labels_on_first_subwords(tokenizer):
+    words = ("the", "windowsill", "schläft", "окна", "房子很小")
+    task = get_task("tagging")(tokenizer, hp())
+    example = TaggingExample("s1", words, ("DET", "NOUN", "VERB", "NOUN", "X"))
+    task.fit_labels([example])
+    (feature,) = task.encode([example], train=True)
+    word_ids, labels = feature["word_ids"], feature["labels"]
+    assert len(word_ids) > len(words) + 2  # some words are split into several sub-words
+    previous = None
+    for word, label in zip(word_ids, labels, strict=True):
+        if word is None or word == previous:
+            assert label == IGNORE
+        else:
+            assert task.labels[label] == example.tags[word]
+        previous = word
+    assert sum(label != IGNORE for label in labels) == len(words)
+    # decoding reads each word's first sub-word: logits favouring the gold tags give the gold tags back
+    logits = np.zeros((len(labels), len(task.labels)), dtype=np.float32)
+    for position, label in enumerate(labels):
+        if label != IGNORE:
+            logits[position, label] = 5.0
+    assert task.decode([example], [feature], [(logits,)]) == [list(example.tags)]
+
+
+def test_char_spans_bio_roundtrip_without_spaces(tokenizer):
+    text = "房子很小猫睡在开着的窗户旁边的红椅子上"
+    enc = tokenizer([text], return_offsets_mapping=True)
+    offsets = token_offsets(enc, 0)
+    pieces = [o for o in offsets if o is not None]
+    assert len(pieces) >= 4
+    # spans on sub-word boundaries (pieces 3-4 and 6; pieces 0-1, a lone "▁" and the first character, share offsets)
+    gold = {(pieces[3][0], pieces[4][1], "menuitem"), (pieces[6][0], pieces[6][1], "emph")}
+    tags = spans_to_bio(offsets, sorted(gold))
+    assert tags[0] is None and tags[-1] is None  # special tokens
+    assert [t for t in tags if t and t != "O"] == ["B-menuitem", "I-menuitem", "B-emph"]
+    assert bio_to_spans(offsets, tags) == gold
+    example = SpanExample("p#1", text, tuple(sorted(gold)))
+    assert bio_roundtrip_f1(tokenizer, [example]) == 1.0
+    # a boundary inside a token cannot be kept: the span grows to the token's edges
+    wide = next(p for p in pieces if p[1] - p[0] >= 2)
+    inner = (wide[0], wide[0] + 1, "emph")
+    assert bio_to_spans(offsets, spans_to_bio(offsets, [inner])) == {(wide[0], wide[1], "emph")}
+    assert bio_roundtrip_f1(tokenizer, [SpanExample("p#2", text, (inner,))]) == 0.0
+
+
+def test_bio_decoding_rules():
+    offsets = [None, (0, 2), (2, 4), (4, 6), (6, 8), (8, 10), None]
+    tags = [None, "I-a", "I-a", "O", "B-b", "I-a", None]  # I- without B- starts a span; a label change too
+    assert bio_to_spans(offsets, tags) == {(0, 4, "a"), (6, 8, "b"), (8, 10, "a")}
+    assert bio_to_spans(offsets, [None, "B-a", "B-a", "O", "O", "O", None]) == {(0, 2, "a"), (2, 4, "a")}
+
+
+def qa_example(rng: random.Random, qid: str, answer_word_index: int, n_words: int = 80) -> QAExample:
+    words = rng.choices(WORDS["en"], k=n_words)
+    words[answer_word_index] = "window"
+    words[answer_word_index + 1] = "chair"
+    context = " ".join(words)
+    start = len(" ".join(words[:answer_word_index])) + (answer_word_index > 0)
+    assert context[start:start + len("window chair")] == "window chair"
+    return QAExample(qid, "where does the cat sleep?", context, (("window chair", start),), title="t")
+
+
+def test_qa_doc_stride_features_map_answers(tokenizer):
+    rng = random.Random(0)
+    examples = [qa_example(rng, f"q{i}", i) for i in (0, 30, 60, 77)]
+    task = get_task("qa")(tokenizer, hp(max_seq_len=48, doc_stride=16, max_query_len=16))
+    features = task.encode(examples, train=True)
+    assert len(features) > 2 * len(examples)  # long contexts overflow into several windows
+    found = set()
+    for feature in features:
+        assert len(feature["input_ids"]) <= 48
+        ex = examples[feature["example"]]
+        s, e = feature["start_positions"], feature["end_positions"]
+        if (s, e) == (0, 0):
+            continue  # the answer is not (completely) in this window
+        offsets = feature["offsets"]
+        assert ex.context[offsets[s][0]:offsets[e][1]] == "window chair"
+        found.add(feature["example"])
+    assert found == set(range(len(examples)))  # every answer is inside some window
+
+
+def test_qa_nbest_decoding_recovers_gold_span(tokenizer):
+    rng = random.Random(1)
+    examples = [qa_example(rng, "q0", 50), qa_example(rng, "q1", 5)]
+    task = get_task("qa")(tokenizer, hp(max_seq_len=48, doc_stride=16, max_query_len=16, max_answer_len=5))
+    train_features = task.encode(examples, train=True)
+    outputs = []
+    for feature in train_features:
+        n = len(feature["input_ids"])
+        start, end = np.zeros(n, np.float32), np.zeros(n, np.float32)
+        if feature["start_positions"]:
+            start[feature["start_positions"]] = 10.0
+            end[feature["end_positions"]] = 10.0
+        else:  # in windows without the answer: a higher-scoring span longer than max_answer_len
+            first = next(i for i, o in enumerate(feature["offsets"]) if o is not None)
+            start[first], end[first + 10] = 12.0, 12.0
+        # more invalid candidates: a start with only hopeless ends, an end on a question token
+        start[n - 2], end[n - 2:], end[1] = 30.0, -50.0, 30.0
+        outputs.append((start, end))
+    predictions = task.decode(examples, train_features, outputs)
+    assert predictions == {"q0": "window chair", "q1": "window chair"}
+    assert best_span(np.array([0, 9, 0, 0]), np.array([0, 0, 0, 9.0]), [None, (0, 1), (2, 3), (4, 5)],
+                     n_best=4, max_answer_len=2) is not None
+    assert best_span(np.array([0, 9, 0, 0]), np.array([0, 0, 0, 9.0]), [None, (0, 1), (2, 3), (4, 5)],
+                     n_best=1, max_answer_len=2) is None  # the only candidates are too long apart
+
+
+# -- training -----------------------------------------------------------------------------------------------
+
+def toy_classification(n: int, seed: int = 0) -> list[ClassificationExample]:
+    """Label = the language of the sentence: learnable in a few dozen steps."""
+    rng = random.Random(seed)
+    langs = ["en", "de", "ru"]
+    return [ClassificationExample(f"x{i}", sentence(lang, rng), lang) for i in range(n)
+            for lang in [langs[i % 3]]]
+
+
+def test_training_overfits_a_tiny_dataset(tokenizer, model_dir):
+    data = toy_classification(24)
+    task = get_task("classification")(tokenizer, hp())
+    task.fit_labels(data)
+    model = load_model(task, model_dir)
+    before = predict(model, task, data, task.hp)
+    losses: list[float] = []
+    finetune(model, task, data, task.hp, seed=0, progress=False, history=losses)
+    after = predict(model, task, data, task.hp)
+    gold = [ex.label for ex in data]
+    assert len(losses) == 60
+    assert np.mean(losses[-5:]) < 0.5 * np.mean(losses[:5])
+    assert task.score(data, after, metric="accuracy") == 1.0
+    assert task.score(data, after, metric="accuracy") > task.score(data, before, metric="accuracy")
+    assert sum(p == g for p, g in zip(after, gold, strict=True)) == len(data)
+
+
+def test_training_is_deterministic_given_the_seed(tokenizer, model_dir):
+    data = toy_classification(12)
+
+    def run(seed: int):
+        task = get_task("classification")(tokenizer, hp(max_steps=6))
+        task.fit_labels(data)
+        transformers.set_seed(seed)
+        model = load_model(task, model_dir)
+        losses: list[float] = []
+        finetune(model, task, data, task.hp, seed=seed, progress=False, history=losses)
+        logits = predict_outputs(model, task, task.encode(data, train=False), task.hp)
+        return losses, np.stack([out[0] for out in logits])
+
+    losses_a, logits_a = run(3)
+    losses_b, logits_b = run(3)
+    losses_c, _ = run(4)
+    assert losses_a == losses_b
+    assert np.array_equal(logits_a, logits_b)
+    assert losses_a != losses_c
+
+
+def test_model_loading_is_quiet_and_checks_the_encoder(tokenizer, model_dir, tmp_path, capfd):
+    task = get_task("spans")(tokenizer, hp(), labels=["O", "B-x", "I-x"])
+    model = load_model(task, model_dir)
+    assert model.config.num_labels == 3
+    captured = capfd.readouterr()
+    assert "LOAD REPORT" not in captured.out + captured.err
+    # an encoder of another size is not silently re-initialized
+    other = transformers.RobertaConfig(vocab_size=len(tokenizer), hidden_size=32, num_hidden_layers=1,
+                                       num_attention_heads=2, intermediate_size=64)
+    transformers.RobertaForMaskedLM(other).save_pretrained(tmp_path / "roberta")
+    (tmp_path / "roberta" / "config.json").write_text(json.dumps(
+        {**json.loads((tmp_path / "roberta" / "config.json").read_text()), "model_type": "bert",
+         "architectures": ["BertForMaskedLM"]}))
+    with pytest.raises(MetaXLMError, match="encoder weights missing"):
+        load_model(task, tmp_path / "roberta")
+
+
+# -- code-switching ------------------------------------------------------------------------------------------
+
+def test_code_switched_pairs_share_a_batch(tokenizer):
+    rng = random.Random(0)
+    english = [ClassificationExample(f"p{i}", sentence("en", rng), "yes" if i % 2 else "no",
+                                     text_pair=sentence("en", rng)) for i in range(10)]
+    german = [ClassificationExample(f"p{i}", sentence("de", rng), ex.label, text_pair=sentence("de", rng))
+              for i, ex in enumerate(english) if i != 3]  # one item has no translation
+    task = get_task("classification")(tokenizer, hp(batch_size=4))
+    items, pairs = code_switched_items(task, english, german)
+    assert pairs == 9 and len(items) == 10 + 9 + 9
+    groups = [item for item in items if isinstance(item, tuple)]
+    xx_en, en_xx = groups[0]
+    assert (xx_en.text, xx_en.text_pair) == (german[0].text, english[0].text_pair)
+    assert (en_xx.text, en_xx.text_pair) == (english[0].text, german[0].text_pair)
+    assert xx_en.label == en_xx.label == english[0].label
+    task.fit_labels(english)
+    features, units = encode_items(task, items, train=True)
+    assert [len(u) for u in units].count(2) == 9
+    lengths = [len(f["input_ids"]) for f in features]
+    for seed in range(5):
+        batches = length_grouped_batches(units, lengths, 4, random.Random(seed))
+        where = {k: b for b, batch in enumerate(batches) for k in batch}
+        assert sorted(where) == list(range(len(features)))
+        assert all(where[u[0]] == where[u[1]] for u in units if len(u) == 2)
+    # single-text examples have no code-switched form
+    assert task.code_switch(ClassificationExample("a", "x", "y"), ClassificationExample("a", "z", "y")) is None
+
+
+def test_qa_code_switch_keeps_answers_with_their_context():
+    en = QAExample("q", "where?", "on the chair", (("chair", 7),))
+    de = QAExample("q", "wo?", "auf dem Stuhl", (("Stuhl", 8),))
+    xx_en, en_xx = get_task("qa").code_switch(None, en, de)
+    assert (xx_en.question, xx_en.context, xx_en.answers) == ("wo?", "on the chair", (("chair", 7),))
+    assert (en_xx.question, en_xx.context, en_xx.answers) == ("where?", "auf dem Stuhl", (("Stuhl", 8),))
+
+
+# -- scenarios and results ---------------------------------------------------------------------------------
+
+def test_summary_means_stds_and_transfer_gap():
+    runs = {"en": [0.8, 0.9], "de": [0.6, 0.7], "fr": [0.5, 0.5]}
+    out = summarize(runs, "en")
+    assert out["per_language"]["de"] == {"mean": pytest.approx(0.65), "std": pytest.approx(math.sqrt(0.005)),
+                                         "runs": [0.6, 0.7]}
+    # per seed: average (0.6333, 0.7), target average (0.55, 0.6), gap (0.25, 0.3)
+    assert out["average"]["mean"] == pytest.approx((1.9 / 3 + 0.7) / 2)
+    assert out["average"]["std"] == pytest.approx(abs(0.7 - 1.9 / 3) / math.sqrt(2))
+    assert out["target_average"]["mean"] == pytest.approx(0.575)
+    assert out["transfer_gap"]["mean"] == pytest.approx(0.275)
+    assert out["transfer_gap"]["std"] == pytest.approx(0.05 / math.sqrt(2))
+    assert "transfer_gap" not in summarize(runs, None)
+
+
+def test_document_split_is_deterministic_and_disjoint():
+    examples = [ClassificationExample(f"page{i // 3}#{i}", "t", "l") for i in range(30)]
+    train, test = split_by_document(examples)
+    assert split_by_document(list(reversed(examples))) == (train, test)
+    assert train.isdisjoint(test) and len(train | test) == 30
+    pages = lambda ids: {i.split("#")[0] for i in ids}  # noqa: E731
+    assert pages(train).isdisjoint(pages(test)) and len(pages(train)) == 5
+
+
+def write_jsonl(path, examples) -> None:
+    path.write_text("".join(json.dumps({"id": ex.id, "text": ex.text, "label": ex.label}) + "\n" for ex in examples),
+                    encoding="utf-8")
+
+
+@pytest.fixture()
+def toy_task(tmp_path):
+    """A demo_module-format task: en train; en/de/ru tests (translations of each other: same ids); zh empty."""
+    rng = random.Random(5)
+    train = [ClassificationExample(f"tr{i // 4}#{i}", sentence("en", rng) + (" house" if i % 2 else " cat"),
+                                   "a" if i % 2 else "b") for i in range(24)]
+    write_jsonl(tmp_path / "train.en.jsonl", train)
+    for lang in ("en", "de", "ru"):
+        test = [ClassificationExample(f"te{i // 3}#{i}", sentence(lang, rng), "a" if i % 2 else "b")
+                for i in range(18)]
+        write_jsonl(tmp_path / f"test.{lang}.jsonl", test)
+    (tmp_path / "test.zh.jsonl").write_text("", encoding="utf-8")
+    return TaskSpec(name="toy", type="classification", format="demo_module", metric="accuracy",
+                    languages=["en", "de", "ru", "zh"], train=str(tmp_path / "train.{lang}.jsonl"),
+                    test=str(tmp_path / "test.{lang}.jsonl"), max_test_items=12, seeds=[0, 1],
+                    hyperparameters=hp(max_steps=3))
+
+
+def test_zero_shot_entry_follows_the_results_schema(toy_task, model_dir, tokenizer_dir, tmp_path):
+    entry = run_task(toy_task, model_dir, tmp_path / "out", scenario="zero_shot", languages=["en", "de", "ru", "zh"],
+                     tokenizer_dir=tokenizer_dir, progress=False)
+    assert entry["type"] == "classification" and entry["metric"] == "accuracy" and entry["scenario"] == "zero_shot"
+    assert entry["seeds"] == [0, 1] and entry["source"] == "en"
+    assert set(entry["per_language"]) == {"en", "de", "ru"}  # zh has no test items
+    assert "zh" in entry["note"]
+    for stats in entry["per_language"].values():
+        assert len(stats["runs"]) == 2 and stats["mean"] == pytest.approx(np.mean(stats["runs"]))
+        assert all(0.0 <= r <= 1.0 for r in stats["runs"])
+    runs = {lang: v["runs"] for lang, v in entry["per_language"].items()}
+    gaps = [runs["en"][i] - (runs["de"][i] + runs["ru"][i]) / 2 for i in range(2)]
+    assert entry["transfer_gap"]["mean"] == pytest.approx(np.mean(gaps))
+    details = json.loads((tmp_path / "out" / "zero_shot.json").read_text())
+    assert [r["seed"] for r in details["runs"]] == [0, 1] and all(r["steps"] == 3 for r in details["runs"])
+    assert all(r["train_items"] == 24 for r in details["runs"])
+    # the same seeds again: the same scores
+    again = run_task(toy_task, model_dir, None, scenario="zero_shot", languages=["en", "de", "ru"],
+                     tokenizer_dir=tokenizer_dir, progress=False)
+    assert again["per_language"] == entry["per_language"]
+
+
+def test_transfer_matrix_rows_and_null_rows(toy_task, model_dir, tokenizer_dir):
+    # with train files: only en has one (de, ru have neither train, translate_train nor dev): null rows
+    spec = toy_task.model_copy(update={"seeds": [0]})
+    matrix = run_task(spec, model_dir, None, scenario="transfer_matrix", tokenizer_dir=tokenizer_dir, progress=False)
+    assert matrix["languages"] == ["en", "de", "ru", "zh"]
+    scores = np.array(matrix["scores"], dtype=float)
+    assert scores.shape == (4, 4)
+    assert np.isfinite(scores[0, :3]).all() and np.isnan(scores[1:]).all() and np.isnan(scores[:, 3]).all()
+    assert "no training data" in matrix["train_data"]["de"]
+    # from half of the test documents: every language with test items is a source
+    halves = spec.model_copy(update={"matrix_train_from": "test_half"})
+    matrix = run_task(halves, model_dir, None, scenario="transfer_matrix", tokenizer_dir=tokenizer_dir,
+                      progress=False)
+    scores = np.array(matrix["scores"], dtype=float)
+    assert np.isfinite(scores[:3, :3]).all() and np.isnan(scores[3]).all()
+
+
+def test_supervised_and_translate_train_skip_languages_without_data(toy_task, model_dir, tokenizer_dir):
+    spec = toy_task.model_copy(update={"seeds": [0]})
+    entry = run_task(spec, model_dir, None, scenario="supervised", tokenizer_dir=tokenizer_dir, progress=False)
+    assert set(entry["per_language"]) == {"en"} and "transfer_gap" not in entry
+    assert "no train file for de, ru" in entry["note"]
+    entry = run_task(spec, model_dir, None, scenario="translate_train", tokenizer_dir=tokenizer_dir, progress=False)
+    assert set(entry["per_language"]) == {"en"}
+
+
+# -- task specs ----------------------------------------------------------------------------------------------
+
+def test_every_task_config_loads():
+    names = sorted(p.stem for p in TASK_CONFIG_DIR.glob("*.yaml"))
+    assert {"demo_module", "demo_spans", "udpos", "sib200", "xquad", "xnli", "pawsx", "panx"} <= set(names)
+    for name in names:
+        spec = load_task_spec(name)
+        assert spec.name == name
+        get_task(spec.type)
+
+
+def test_task_spec_overrides_and_errors(tmp_path):
+    spec = load_task_spec("demo_module", ["hyperparameters.lr=3e-5", "max_train_items=100"])
+    assert spec.hyperparameters.lr == 3e-5 and spec.max_train_items == 100  # "3e-5" is a str in YAML 1.1
+    spec = load_task_spec("demo_module", {"task": "demo_module", "hyperparameters": {"max_steps": 7}})
+    assert spec.hyperparameters.max_steps == 7 and spec.hyperparameters.lr == 1e-4  # merged, not replaced
+    assert load_task_spec("sib200").path("test", "zh").parts[-2] == "zho_Hans"
+    with pytest.raises(ConfigError, match="hyperparamters: unknown key"):
+        load_task_spec("demo_module", ["hyperparamters.lr=1e-5"])
+    with pytest.raises(ConfigError, match="metric"):
+        load_task_spec("demo_spans", ["metric=accuracy"])
+    with pytest.raises(ConfigError, match="doc_stride"):
+        load_task_spec("xquad", ["hyperparameters.doc_stride=400"])
+    with pytest.raises(ConfigError, match="no task config"):
+        load_task_spec("no_such_task")
