@@ -1,0 +1,2 @@
+"""Feature-based evaluation, layer by layer: sentence retrieval (`retrieval`) and word alignment (`alignment`)
+from the hidden states of any HF encoder, every layer from one forward pass (`layers`)."""

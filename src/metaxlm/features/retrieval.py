@@ -1,0 +1,34 @@
+"""Sentence retrieval layer by layer (Tatoeba protocol): mean-pooled hidden states, cosine nearest neighbour,
+accuracy@1 in both directions, every layer from one forward pass over both sides."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import torch.nn.functional as F
+
+from metaxlm.errors import MetaXLMError
+from metaxlm.evaluation.metrics import accuracy_at_1
+from metaxlm.features.layers import encode_layers
+
+
+def retrieval_by_layer(model, tokenizer, src: Sequence[str], tgt: Sequence[str], *,
+                       layers: Sequence[int] | None = None, batch_size: int = 64, pooling: str = "mean",
+                       max_length: int = 512, precision: str = "bf16", progress: bool = False) -> dict:
+    """src[i] and tgt[i] are translations. Returns {"layers", "src2tgt", "tgt2src", "mean"}: lists of
+    accuracy@1 fractions, one per layer (0 = embeddings; default: every layer)."""
+    if len(src) != len(tgt) or not src:
+        raise MetaXLMError(f"retrieval needs the same non-zero number of sentences on both sides, "
+                           f"got {len(src)} and {len(tgt)}")
+    vectors = encode_layers(model, tokenizer, [*src, *tgt], layers=layers, batch_size=batch_size, pooling=pooling,
+                            max_length=max_length, precision=precision, progress=progress)
+    result: dict[str, list] = {"layers": [], "src2tgt": [], "tgt2src": [], "mean": []}
+    for layer, v in vectors.items():
+        v = F.normalize(v, dim=-1)
+        similarity = v[:len(src)] @ v[len(src):].T  # cosine
+        src2tgt, tgt2src = accuracy_at_1(similarity), accuracy_at_1(similarity.T)
+        result["layers"].append(layer)
+        result["src2tgt"].append(src2tgt)
+        result["tgt2src"].append(tgt2src)
+        result["mean"].append((src2tgt + tgt2src) / 2)
+    return result
