@@ -1,0 +1,145 @@
+"""The evaluate and report stages end to end on a tiny run: which models are evaluated (variants, checkpoints,
+extra model dirs), the results.json schema, resuming from stored parts, recomputing changed parts, the report."""
+
+import json
+import random
+import shutil
+from pathlib import Path
+
+import pytest
+import torch
+import yaml
+
+from metaxlm.config import load_config
+from metaxlm.errors import ConfigError, MetaXLMError
+from metaxlm.evaluation import recipe
+from metaxlm.pipeline import run
+from metaxlm.vocab import load_tokenizer
+
+WORDS = "the house is small and the cat sleeps on the red chair near an open window".split()
+WORDS_DE = "das Haus ist klein und die Katze schläft auf dem roten Stuhl am offenen Fenster".split()
+
+
+@pytest.fixture(autouse=True)
+def one_thread():
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(threads)
+
+
+def save_tiny_mlm(tokenizer_dir: Path, out: Path, seed: int) -> None:
+    from metaxlm.config import ModelConfig
+    from metaxlm.models.configs import build_mlm
+
+    tok = load_tokenizer(tokenizer_dir)
+    model = build_mlm(ModelConfig(layers=2, hidden=32, heads=2, ffn=64, max_positions=64), tok, seed=seed)
+    model.save_pretrained(str(out))
+    tok.save_pretrained(str(out))
+
+
+@pytest.fixture
+def tiny_run(tokenizer_dir, tmp_path) -> Path:
+    """A run dir as the pretrain stage leaves it (vocab, one variant with final/ and two checkpoints), plus a
+    tiny classification task, retrieval pairs and a gold alignment."""
+    run_dir = tmp_path / "run"
+    shutil.copytree(tokenizer_dir, run_dir / "vocab")
+    variant = run_dir / "pretrain" / "xlm"
+    save_tiny_mlm(tokenizer_dir, variant / "final", seed=0)
+    for step in (2, 4):
+        save_tiny_mlm(tokenizer_dir, variant / "ckpt" / f"step_{step:08d}", seed=step)
+    (variant / "summary.json").write_text(json.dumps({"steps": 4}))
+    rng = random.Random(0)
+    data = tmp_path / "data"
+    (data / "task").mkdir(parents=True)
+    for split, langs in (("train", ["en"]), ("dev", ["en"]), ("test", ["en", "de"])):
+        for lang in langs:
+            words = WORDS if lang == "en" else WORDS_DE
+            rows = [{"id": f"p{i % 5}#{i}", "text": " ".join(rng.choices(words, k=6)), "label": "ab"[i % 2]}
+                    for i in range(24)]
+            (data / "task" / f"{split}.{lang}.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
+    pairs = [(" ".join(rng.choices(WORDS, k=5)), " ".join(rng.choices(WORDS_DE, k=5))) for _ in range(12)]
+    (data / "retrieval.en-de.tsv").write_text("".join(f"{a}\t{b}\n" for a, b in pairs))
+    (data / "align.en").write_text("".join(a + "\n" for a, _ in pairs))
+    (data / "align.de").write_text("".join(b + "\n" for _, b in pairs))
+    (data / "gold.txt").write_text("".join("0-0 1-1 2p2\n" for _ in pairs))
+    cfg = {
+        "output_dir": str(run_dir), "stages": ["evaluate", "report"],
+        "data": {"languages": ["en", "de"]},
+        "variants": {"xlm": {}},
+        "evaluate": {
+            "tasks": {"toy": {"task": "demo_module", "languages": ["en", "de"], "max_train_items": 24,
+                              "train": str(data / "task" / "train.{lang}.jsonl"),
+                              "dev": str(data / "task" / "dev.{lang}.jsonl"),
+                              "test": str(data / "task" / "test.{lang}.jsonl"),
+                              "hyperparameters": {"max_steps": 3, "batch_size": 8, "max_seq_len": 32}}},
+            "seeds": [0, 1],
+            "retrieval": {"toy": {"path": str(data / "retrieval.en-{lang}.tsv")}},
+            "alignment": {"toy": {"src": str(data / "align.en"), "tgt": str(data / "align.de"),
+                                  "gold": str(data / "gold.txt")}},
+            "checkpoints": True, "checkpoint_tasks": [],
+        },
+    }
+    (tmp_path / "cfg.yaml").write_text(yaml.safe_dump(cfg))
+    return tmp_path / "cfg.yaml"
+
+
+def test_evaluate_and_report_stages(tiny_run):
+    cfg = load_config(tiny_run)
+    run(cfg, progress=False)
+    eval_dir = Path(cfg.output_dir) / "eval"
+    assert sorted(p.name for p in eval_dir.iterdir()) == ["xlm", "xlm@step2"]  # step 4 is the final model
+    final = json.loads((eval_dir / "xlm" / "results.json").read_text())
+    assert final["variant"] == "xlm" and final["step"] == 4
+    toy = final["tasks"]["toy"]
+    assert toy["scenario"] == "zero_shot" and toy["seeds"] == [0, 1]
+    assert set(toy["per_language"]) == {"en", "de"} and len(toy["per_language"]["de"]["runs"]) == 2
+    gap = toy["per_language"]["en"]["mean"] - toy["per_language"]["de"]["mean"]
+    assert toy["transfer_gap"]["mean"] == pytest.approx(gap)
+    retrieval = final["retrieval"]["toy"]
+    assert retrieval["layers"] == [0, 1, 2] and len(retrieval["average"]) == 3
+    assert retrieval["per_language"]["de"]["pairs"] == 12
+    alignment = final["alignment"]["toy"]
+    assert alignment["method"] == "ot" and len(alignment["aer"]) == 3
+    assert all(0.0 <= a <= 1.0 for a in alignment["aer"])
+    checkpoint = json.loads((eval_dir / "xlm@step2" / "results.json").read_text())
+    assert "tasks" not in checkpoint and checkpoint["step"] == 2  # checkpoint_tasks: [] -> probes only
+    report = Path(cfg.output_dir) / "report"
+    assert (report / "report.html").exists() and "toy" in (report / "report.md").read_text()
+
+
+def test_finished_parts_are_reused_and_changed_ones_recomputed(tiny_run, monkeypatch):
+    cfg = load_config(tiny_run, ["evaluate.checkpoints=false", "evaluate.tasks={}"])
+    recipe.evaluate_run(cfg, progress=False)
+    calls = []
+    original = recipe.evaluate_retrieval
+    monkeypatch.setattr(recipe, "evaluate_retrieval", lambda *a, **k: calls.append(1) or original(*a, **k))
+    recipe.evaluate_run(cfg, progress=False)
+    assert calls == []  # resumed: the stored part is used
+    changed = load_config(tiny_run, ["evaluate.checkpoints=false", "evaluate.tasks={}",
+                                     "evaluate.retrieval.toy.max_pairs=6"])
+    results = recipe.evaluate_run(changed, progress=False)
+    assert calls == [1] and results[0]["retrieval"]["toy"]["per_language"]["de"]["pairs"] == 6
+
+
+def test_bad_evaluation_configs_are_named(tiny_run, tmp_path):
+    with pytest.raises(ConfigError, match="evaluate.tasks.toy"):
+        recipe.evaluate_run(load_config(tiny_run, ["evaluate.tasks.toy.metric=bleu"]), progress=False)
+    with pytest.raises(ConfigError, match="nothing to evaluate"):
+        recipe.evaluate_run(load_config(tiny_run, ["evaluate.tasks={}", "evaluate.retrieval={}",
+                                                   "evaluate.alignment={}"]), progress=False)
+    with pytest.raises(ConfigError, match="evaluate.models.other"):
+        recipe.models_to_evaluate(load_config(tiny_run, [f"evaluate.models.other={tmp_path}"]))
+    missing = load_config(tiny_run, [f"output_dir={tmp_path / 'empty'}"])
+    with pytest.raises(MetaXLMError, match="run the pretrain stage first"):
+        recipe.models_to_evaluate(missing)
+
+
+def test_extra_model_dirs_are_evaluated(tiny_run, tokenizer_dir, tmp_path):
+    save_tiny_mlm(tokenizer_dir, tmp_path / "other", seed=7)
+    cfg = load_config(tiny_run, ["evaluate.variants=[]", f"evaluate.models.other={tmp_path / 'other'}",
+                                 "evaluate.tasks={}", "evaluate.alignment={}"])
+    models = recipe.models_to_evaluate(cfg)
+    assert [m.name for m in models] == ["other"]
+    (result,) = recipe.evaluate_run(cfg, progress=False)
+    assert result["model_name"] == "other" and "retrieval" in result
