@@ -221,7 +221,13 @@ def test_model_loading_is_quiet_and_checks_the_encoder(tokenizer, model_dir, tmp
     assert model.config.num_labels == 3
     captured = capfd.readouterr()
     assert "LOAD REPORT" not in captured.out + captured.err
-    # an encoder of another size is not silently re-initialized
+    # a model that already has a head of another size gets a new head on the same encoder
+    model.save_pretrained(tmp_path / "tagger")
+    task5 = get_task("spans")(tokenizer, hp(), labels=["O", "B-x", "I-x", "B-y", "I-y"])
+    retagged = load_model(task5, tmp_path / "tagger")
+    assert retagged.config.num_labels == 5
+    assert torch.equal(retagged.bert.encoder.layer[0].output.dense.weight, model.bert.encoder.layer[0].output.dense.weight)
+    # an encoder of another architecture is not silently re-initialized
     other = transformers.RobertaConfig(vocab_size=len(tokenizer), hidden_size=32, num_hidden_layers=1,
                                        num_attention_heads=2, intermediate_size=64)
     transformers.RobertaForMaskedLM(other).save_pretrained(tmp_path / "roberta")
@@ -365,6 +371,29 @@ def test_supervised_and_translate_train_skip_languages_without_data(toy_task, mo
     assert set(entry["per_language"]) == {"en"}
 
 
+def test_translate_train_adds_code_switched_pairs(model_dir, tokenizer_dir, tmp_path):
+    rng = random.Random(2)
+
+    def write(path, lang):
+        rows = [f"{i}\t{sentence(lang, rng)}\t{sentence(lang, rng)}\t{i % 2}" for i in range(12)]
+        path.write_text("id\tsentence1\tsentence2\tlabel\n" + "\n".join(rows) + "\n", encoding="utf-8")
+
+    write(tmp_path / "train-en.tsv", "en")
+    write(tmp_path / "translated-de.tsv", "de")
+    for lang in ("en", "de"):
+        write(tmp_path / f"test-{lang}.tsv", lang)
+    spec = TaskSpec(name="pairs", type="classification", format="pawsx", metric="accuracy", languages=["en", "de"],
+                    train=str(tmp_path / "train-{lang}.tsv"), test=str(tmp_path / "test-{lang}.tsv"),
+                    translate_train=str(tmp_path / "translated-{lang}.tsv"), seeds=[0],
+                    hyperparameters=hp(max_steps=2))
+    entry = run_task(spec, model_dir, tmp_path / "out", scenario="translate_train", tokenizer_dir=tokenizer_dir,
+                     progress=False)
+    assert set(entry["per_language"]) == {"en", "de"}
+    assert "code-switched pairs (Pan et al. 2021) per language: de 12" in entry["note"]
+    runs = json.loads((tmp_path / "out" / "translate_train.json").read_text())["runs"]
+    assert [(r["label"], r["train_items"]) for r in runs] == [("en", 12), ("en+de", 12 + 12 + 12)]
+
+
 # -- task specs ----------------------------------------------------------------------------------------------
 
 def test_every_task_config_loads():
@@ -380,7 +409,8 @@ def test_task_spec_overrides_and_errors(tmp_path):
     spec = load_task_spec("demo_module", ["hyperparameters.lr=3e-5", "max_train_items=100"])
     assert spec.hyperparameters.lr == 3e-5 and spec.max_train_items == 100  # "3e-5" is a str in YAML 1.1
     spec = load_task_spec("demo_module", {"task": "demo_module", "hyperparameters": {"max_steps": 7}})
-    assert spec.hyperparameters.max_steps == 7 and spec.hyperparameters.lr == 1e-4  # merged, not replaced
+    default = load_task_spec("demo_module").hyperparameters
+    assert spec.hyperparameters == default.model_copy(update={"max_steps": 7})  # merged, not replaced
     assert load_task_spec("sib200").path("test", "zh").parts[-2] == "zho_Hans"
     with pytest.raises(ConfigError, match="hyperparamters: unknown key"):
         load_task_spec("demo_module", ["hyperparamters.lr=1e-5"])

@@ -50,12 +50,16 @@ def load_model(task, model_dir: str | Path):
     auto = getattr(transformers, task.auto_model)
     with _quiet_transformers():
         try:
-            model, info = auto.from_pretrained(str(model_dir), output_loading_info=True, **task.model_kwargs())
+            # a directory that already holds a head of another size gets a new head (mismatched body
+            # weights are rejected below)
+            model, info = auto.from_pretrained(str(model_dir), output_loading_info=True, ignore_mismatched_sizes=True,
+                                               **task.model_kwargs())
         except (OSError, ValueError) as err:
             raise MetaXLMError(f"{model_dir}: cannot load as {task.auto_model}: {err}") from None
     body = model.base_model_prefix
-    missing = sorted(k for k in info["missing_keys"] if k.startswith(f"{body}.") and ".pooler." not in k)
+    mismatched = {k[0] if isinstance(k, tuple) else k for k in info.get("mismatched_keys", ())}
+    missing = sorted(k for k in set(info["missing_keys"]) | mismatched if k.startswith(f"{body}.") and ".pooler." not in k)
     if missing:
-        raise MetaXLMError(f"{model_dir}: encoder weights missing from the checkpoint ({', '.join(missing[:5])}"
+        raise MetaXLMError(f"{model_dir}: encoder weights missing from the checkpoint or of another shape ({', '.join(missing[:5])}"
                            f"{', ...' if len(missing) > 5 else ''}): not an encoder of this architecture")
     return model

@@ -60,7 +60,7 @@ def split_by_document(source_examples: list) -> tuple[set[str], set[str]]:
 
 
 class TaskData:
-    """Loads (once) and caps a task's files per language; answers what training data a language has."""
+    """A task's files per language, each loaded once; test and training sets capped as the spec says."""
 
     def __init__(self, spec: TaskSpec):
         self.spec = spec
@@ -117,7 +117,9 @@ def matrix_training_data(data: TaskData, lang: str) -> tuple[list | None, str]:
     spec = data.spec
     if (spec.matrix_train_from or spec.train_from) == "test_half":
         examples = data.train_half(lang)
-        return (cap(examples, spec.max_train_items) if examples else None), "test items of the training documents"
+        if not examples:
+            return None, "no test items to train on (row is null)"
+        return cap(examples, spec.max_train_items), "test items of the training documents"
     for which in ("train", "translate_train", "dev"):
         examples = data.train(lang, which)
         if examples:
@@ -306,8 +308,8 @@ def _translate_train(runner: _Runner, data: TaskData, langs, seeds, notes) -> di
             if spec.code_switch:
                 items, pairs = code_switched_items(runner.new_task(source), source, translated)
                 switched.append(f"{lang} {pairs}")
-        runs[lang] = [runner.train_and_test(items, {lang: examples}, seed, f"{spec.source}+{lang}")[lang]
-                      for seed in seeds]
+        label = spec.source if lang == spec.source else f"{spec.source}+{lang}"
+        runs[lang] = [runner.train_and_test(items, {lang: examples}, seed, label)[lang] for seed in seeds]
     if untrained:
         notes.append(f"translate_train: no translated train file for {', '.join(untrained)} (not scored)")
     if switched:
