@@ -362,6 +362,14 @@ def test_transfer_matrix_rows_and_null_rows(toy_task, model_dir, tokenizer_dir):
     assert np.isfinite(scores[:3, :3]).all() and np.isnan(scores[3]).all()
 
 
+def test_zero_shot_from_half_of_the_test_documents(toy_task, model_dir, tokenizer_dir, tmp_path):
+    spec = toy_task.model_copy(update={"train_from": "test_half", "seeds": [0], "max_test_items": None})
+    entry = run_task(spec, model_dir, tmp_path, scenario="zero_shot", tokenizer_dir=tokenizer_dir, progress=False)
+    assert entry["note"].startswith("split: the 6 documents of the test set are halved")
+    (run,) = json.loads((tmp_path / "zero_shot.json").read_text())["runs"]
+    assert run["train_items"] == 9 and set(run["scores"]) == {"en", "de", "ru"}  # 3 of 6 pages, 3 items each
+
+
 def test_supervised_and_translate_train_skip_languages_without_data(toy_task, model_dir, tokenizer_dir):
     spec = toy_task.model_copy(update={"seeds": [0]})
     entry = run_task(spec, model_dir, None, scenario="supervised", tokenizer_dir=tokenizer_dir, progress=False)

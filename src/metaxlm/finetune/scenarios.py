@@ -257,8 +257,13 @@ def _source_train(data: TaskData, notes: list[str]) -> list:
     spec = data.spec
     if spec.train_from == "test_half":
         examples = cap(data.train_half(spec.source) or [], spec.max_train_items)
-        notes.append(f"trained on the {spec.source} test items of half of the documents (first half by sha256 of "
-                     f"the document name: {len(data._halves()[0])} items), tested on the other half in every language")
+        source = data.load("test", spec.source)
+        kind = "articles" if spec.type == "qa" else "documents"
+        train_docs = {document_of(ex) for ex in source if ex.id in data._halves()[0]}
+        n_docs = len({document_of(ex) for ex in source})
+        notes.append(f"split: the {n_docs} {kind} of the test set are halved by sha256 of their name; trained on "
+                     f"{len(examples)} {spec.source} items of the first {len(train_docs)}, tested on the items of the "
+                     f"other {n_docs - len(train_docs)} in every language")
     else:
         examples = data.train(spec.source) or []
     if not examples:
