@@ -236,6 +236,7 @@ class EvalConfig(Strict):
     # Intermediate pretraining checkpoints to evaluate as well (scores against steps, with the transfer gap).
     checkpoints: bool = False
     checkpoint_tasks: list[str] | None = None  # which tasks at intermediate checkpoints (default: all)
+    checkpoint_seeds: list[int] | None = None  # seeds at intermediate checkpoints (default: `seeds`)
     variants: list[str] | None = None  # default: every pretraining variant of the run
     # Models evaluated in addition (or instead, with variants: []): name -> HF model dir (AutoModel).
     models: dict[str, str] = Field(default_factory=dict)
@@ -278,7 +279,7 @@ def apply_override(tree: dict[str, Any], override: str) -> None:
     node[parts[-1]] = value
 
 
-def _format_errors(err: ValidationError, source: str) -> str:
+def format_errors(err: ValidationError, source: str) -> str:
     lines = []
     for e in err.errors():
         key = ".".join(str(p) for p in e["loc"] if not str(p).startswith("function-")) or "(top level)"
@@ -308,7 +309,7 @@ def load_config(path: str | Path | None, overrides: list[str] = (), model: type[
     try:
         return model.model_validate(tree)
     except ValidationError as err:
-        raise ConfigError(_format_errors(err, source)) from None
+        raise ConfigError(format_errors(err, source)) from None
     except ValueError as err:  # raised by helper validators outside pydantic's wrapping
         raise ConfigError(f"invalid config {source}: {err}") from None
 

@@ -150,6 +150,7 @@ def task_specs(ecfg: EvalConfig) -> dict:
 def evaluate_model(cfg: RunConfig, target: ModelToEvaluate, *, progress: bool = True) -> dict:
     from transformers import AutoModel, AutoTokenizer
 
+    from metaxlm.finetune.models import quiet_transformers
     from metaxlm.finetune.scenarios import run_task
 
     ecfg = cfg.evaluate
@@ -161,11 +162,11 @@ def evaluate_model(cfg: RunConfig, target: ModelToEvaluate, *, progress: bool = 
     specs = task_specs(ecfg)
     wanted = specs if target.final or ecfg.checkpoint_tasks is None else \
         {k: v for k, v in specs.items() if k in ecfg.checkpoint_tasks}
-    common = {"seeds": ecfg.seeds, "languages": languages, "tokenizer_dir": target.tokenizer_dir,
-              "progress": progress}
+    seeds = ecfg.seeds if target.final or ecfg.checkpoint_seeds is None else ecfg.checkpoint_seeds
+    common = {"seeds": seeds, "languages": languages, "tokenizer_dir": target.tokenizer_dir, "progress": progress}
     for name, spec in wanted.items():
-        print(f"evaluate {target.name}: task {name} ({ecfg.scenario}, seeds {ecfg.seeds})", flush=True)
-        key = {"spec": spec.model_dump(mode="json"), "scenario": ecfg.scenario, "seeds": ecfg.seeds,
+        print(f"evaluate {target.name}: task {name} ({ecfg.scenario}, seeds {seeds})", flush=True)
+        key = {"spec": spec.model_dump(mode="json"), "scenario": ecfg.scenario, "seeds": seeds,
                "languages": languages}
         results.setdefault("tasks", {})[name] = _cached(
             parts / f"task-{name}.json", _fingerprint(key), run_task, spec, target.model_dir,
@@ -175,7 +176,8 @@ def evaluate_model(cfg: RunConfig, target: ModelToEvaluate, *, progress: bool = 
                 parts / f"matrix-{name}.json", _fingerprint({**key, "scenario": "transfer_matrix"}), run_task,
                 spec, target.model_dir, out / "finetune" / f"{name}-matrix", scenario="transfer_matrix", **common)
     if ecfg.retrieval or ecfg.alignment:
-        model = AutoModel.from_pretrained(str(target.model_dir)).eval()
+        with quiet_transformers():  # an MLM checkpoint loaded as an encoder: the dropped head is expected
+            model = AutoModel.from_pretrained(str(target.model_dir)).eval()
         tokenizer = AutoTokenizer.from_pretrained(str(target.tokenizer_dir))
         for name, spec in ecfg.retrieval.items():
             print(f"evaluate {target.name}: retrieval {name}", flush=True)

@@ -24,7 +24,7 @@ def load_finetune_tokenizer(model_dir: str | Path, tokenizer_dir: str | Path | N
 
 
 @contextmanager
-def _quiet_transformers():
+def quiet_transformers():
     """A pretraining checkpoint has an MLM head and no task head: transformers then prints a load report
     of unexpected/missing weights and a progress bar. Both are expected here; `load_model` checks the
     missing weights itself."""
@@ -48,7 +48,7 @@ def load_model(task, model_dir: str | Path):
     import transformers
 
     auto = getattr(transformers, task.auto_model)
-    with _quiet_transformers():
+    with quiet_transformers():
         try:
             # a directory that already holds a head of another size gets a new head (mismatched body
             # weights are rejected below)

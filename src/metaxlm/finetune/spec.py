@@ -15,7 +15,7 @@ from typing import Any, Literal
 import yaml
 from pydantic import Field, ValidationError, field_validator, model_validator
 
-from metaxlm.config import Strict, _format_errors, apply_override
+from metaxlm.config import Strict, apply_override, format_errors
 from metaxlm.errors import ConfigError
 from metaxlm.languages import FLORES, check_language
 
@@ -155,4 +155,4 @@ def load_task_spec(path_or_name: str | Path, overrides: dict[str, Any] | list[st
     try:
         return TaskSpec.model_validate(tree)
     except ValidationError as err:
-        raise ConfigError(_format_errors(err, str(path))) from None
+        raise ConfigError(format_errors(err, str(path))) from None
