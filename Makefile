@@ -36,7 +36,12 @@ BENCH_CORPORA := .cache/bench-corpora/manifest.json
 $(BENCH_CORPORA): | $(STAMP)
 	$(BIN)/metaxlm data build-demo --profile bench --out .cache/bench-corpora --cache .cache/registry
 
-bench: setup $(BENCH_CORPORA)
+BENCH_STAMP := $(VENV)/.installed-bench
+$(BENCH_STAMP): $(STAMP)
+	$(BIN)/pip install -q -c constraints.txt -e '.[dev,bench]'
+	touch $(BENCH_STAMP)
+
+bench: setup $(BENCH_STAMP) $(BENCH_CORPORA)
 	$(BIN)/python bench/run_all.py
 
 clean:
