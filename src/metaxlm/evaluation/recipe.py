@@ -15,7 +15,6 @@ from __future__ import annotations
 
 import hashlib
 import json
-import math
 import time
 from dataclasses import dataclass
 from pathlib import Path
@@ -23,7 +22,7 @@ from typing import Any
 
 from metaxlm.config import AlignmentEvalSpec, EvalConfig, RetrievalEvalSpec, RunConfig
 from metaxlm.errors import ConfigError, MetaXLMError
-from metaxlm.io import atomic_write_json
+from metaxlm.io import atomic_write_json, json_safe
 
 
 @dataclass(frozen=True)
@@ -191,19 +190,10 @@ def evaluate_model(cfg: RunConfig, target: ModelToEvaluate, *, progress: bool = 
             results.setdefault("alignment", {})[name] = _cached(
                 parts / f"alignment-{name}.json", _fingerprint(key), evaluate_alignment, model, tokenizer, spec,
                 ecfg)
-    atomic_write_json(out / "results.json", _finite(results))
+    atomic_write_json(out / "results.json", json_safe(results))
     return results
 
 
-def _finite(obj):
-    """JSON has no NaN: missing scores (e.g. a language without training data) are written as null."""
-    if isinstance(obj, float) and not math.isfinite(obj):
-        return None
-    if isinstance(obj, dict):
-        return {k: _finite(v) for k, v in obj.items()}
-    if isinstance(obj, list | tuple):
-        return [_finite(v) for v in obj]
-    return obj
 
 
 def evaluate_run(cfg: RunConfig, *, progress: bool = True) -> list[dict]:

@@ -25,7 +25,7 @@ from metaxlm.finetune.models import load_finetune_tokenizer, load_model
 from metaxlm.finetune.spec import TaskSpec
 from metaxlm.finetune.tasks import Task, get_task
 from metaxlm.finetune.trainer import finetune, predict, set_seed
-from metaxlm.io import atomic_write_json
+from metaxlm.io import atomic_write_json, json_safe
 
 SCENARIOS = ("zero_shot", "supervised", "translate_train", "transfer_matrix")
 
@@ -233,7 +233,7 @@ def run_task(spec: TaskSpec, model_dir: str | Path, out_dir: str | Path | None =
         entry.update(summarize(runs, None if scenario == "supervised" else spec.source))
     entry["note"] = "; ".join(n for n in notes if n)
     if out_dir is not None:
-        atomic_write_json(Path(out_dir) / f"{scenario}.json", _json_safe({
+        atomic_write_json(Path(out_dir) / f"{scenario}.json", json_safe({
             "task": spec.model_dump(mode="json"), "model_dir": str(model_dir), "entry": entry,
             "seconds": round(time.perf_counter() - start, 1), "runs": runner.details}))
     return entry
@@ -347,13 +347,4 @@ def _transfer_matrix(runner: _Runner, data: TaskData, langs, seeds, notes) -> di
             "languages": list(langs), "scores": scores, "std": stds, "train_data": sources}
 
 
-def _json_safe(obj):
-    """JSON has no NaN: a missing score is null."""
-    if isinstance(obj, float) and not math.isfinite(obj):
-        return None
-    if isinstance(obj, dict):
-        return {k: _json_safe(v) for k, v in obj.items()}
-    if isinstance(obj, list | tuple):
-        return [_json_safe(v) for v in obj]
-    return obj
 
