@@ -21,7 +21,7 @@ from tqdm import tqdm
 
 from metaxlm.errors import ConfigError
 
-PRECISIONS = ("bf16", "fp32")
+PRECISIONS = ("bf16", "fp32", "native")  # native: no autocast, the weights' own dtype (e.g. a bf16 copy)
 POOLINGS = ("mean", "cls")
 
 
