@@ -147,9 +147,7 @@ def task_specs(ecfg: EvalConfig) -> dict:
 
 
 def evaluate_model(cfg: RunConfig, target: ModelToEvaluate, *, progress: bool = True) -> dict:
-    from transformers import AutoModel, AutoTokenizer
-
-    from metaxlm.finetune.models import quiet_transformers
+    from metaxlm.features.layers import load_encoder
     from metaxlm.finetune.scenarios import run_task
 
     ecfg = cfg.evaluate
@@ -175,9 +173,7 @@ def evaluate_model(cfg: RunConfig, target: ModelToEvaluate, *, progress: bool = 
                 parts / f"matrix-{name}.json", _fingerprint({**key, "scenario": "transfer_matrix"}), run_task,
                 spec, target.model_dir, out / "finetune" / f"{name}-matrix", scenario="transfer_matrix", **common)
     if ecfg.retrieval or ecfg.alignment:
-        with quiet_transformers():  # an MLM checkpoint loaded as an encoder: the dropped head is expected
-            model = AutoModel.from_pretrained(str(target.model_dir)).eval()
-        tokenizer = AutoTokenizer.from_pretrained(str(target.tokenizer_dir))
+        model, tokenizer = load_encoder(target.model_dir, target.tokenizer_dir)
         for name, spec in ecfg.retrieval.items():
             print(f"evaluate {target.name}: retrieval {name}", flush=True)
             key = {"spec": spec.model_dump(mode="json"), "layers": ecfg.layers, "languages": languages}

@@ -21,7 +21,13 @@ from metaxlm.data.examples import AlignmentSet
 from metaxlm.data.readers import iter_lines
 from metaxlm.errors import ConfigError, DataError, MetaXLMError
 from metaxlm.evaluation.metrics import alignment_scores
-from metaxlm.features.layers import length_sorted_batches, max_positions, num_layers, resolve_layers
+from metaxlm.features.layers import (
+    length_sorted_batches,
+    load_encoder,
+    max_positions,
+    num_layers,
+    resolve_layers,
+)
 from metaxlm.features.links import argmax_links, itermax_links, ot_links, sinkhorn
 from metaxlm.features.subwords import token_states, word_pieces
 
@@ -153,20 +159,6 @@ def read_pairs(src_path: str | Path, tgt_path: str | Path | None) -> Iterator[tu
         yield src.split(), tgt.split()
 
 
-def _load_encoder(model_dir: str | Path, tokenizer_dir: str | Path | None):
-    from transformers import AutoModel, AutoTokenizer
-
-    for what, path in (("model", model_dir), ("tokenizer", tokenizer_dir or model_dir)):
-        if not Path(path).is_dir():
-            raise MetaXLMError(f"{path}: no such {what} directory")
-    try:
-        tokenizer = AutoTokenizer.from_pretrained(tokenizer_dir or model_dir)
-        model = AutoModel.from_pretrained(model_dir)
-    except (OSError, ValueError) as e:
-        raise MetaXLMError(f"{model_dir}: cannot load an encoder and its tokenizer: {e}") from None
-    return model.eval(), tokenizer
-
-
 def align_file(model_dir: str | Path, src_path: str | Path, tgt_path: str | Path | None, out_path: str | Path, *,
                layer: int | None = None, method: str = "ot", batch_size: int = 64,
                tokenizer_dir: str | Path | None = None, progress: bool = True, block_size: int = 4096,
@@ -176,7 +168,7 @@ def align_file(model_dir: str | Path, src_path: str | Path, tgt_path: str | Path
     from metaxlm.io import atomic_path
 
     n_pairs = sum(1 for _ in read_pairs(src_path, tgt_path))
-    model, tokenizer = _load_encoder(model_dir, tokenizer_dir)
+    model, tokenizer = load_encoder(model_dir, tokenizer_dir)
     aligner = WordAligner(model, tokenizer, layer=layer, method=method, batch_size=batch_size, **settings)
     pairs = read_pairs(src_path, tgt_path)
     with atomic_path(out_path) as tmp, open(tmp, "w", encoding="utf-8") as out, \

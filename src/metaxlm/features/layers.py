@@ -14,6 +14,7 @@ import copy
 import warnings
 from collections.abc import Sequence
 from contextlib import contextmanager
+from pathlib import Path
 
 import torch
 from torch import nn
@@ -193,3 +194,23 @@ def encode_layers(model, tokenizer, texts: Sequence[str], *, layers: Sequence[in
             for layer, states in runner(input_ids, attention_mask).items():
                 out[layer][batch] = pool(states, attention_mask, pooling).cpu()
     return out
+
+
+def load_encoder(model_dir: str | Path, tokenizer_dir: str | Path | None = None):
+    """(encoder in eval mode, tokenizer) from HF dirs. A pretraining checkpoint's MLM head is dropped on
+    purpose, so transformers' load report about it is silenced; a missing or unloadable dir is a clear error."""
+    from transformers import AutoModel, AutoTokenizer
+
+    from metaxlm.errors import MetaXLMError
+    from metaxlm.finetune.models import quiet_transformers
+
+    for what, path in (("model", model_dir), ("tokenizer", tokenizer_dir or model_dir)):
+        if not Path(path).is_dir():
+            raise MetaXLMError(f"{path}: no such {what} directory")
+    try:
+        tokenizer = AutoTokenizer.from_pretrained(str(tokenizer_dir or model_dir))
+        with quiet_transformers():
+            model = AutoModel.from_pretrained(str(model_dir))
+    except (OSError, ValueError) as e:
+        raise MetaXLMError(f"{model_dir}: cannot load an encoder and its tokenizer: {e}") from None
+    return model.eval(), tokenizer
