@@ -5,14 +5,14 @@ import pytest
 import torch
 import torch.nn.functional as F
 
-from metaxlm.pretrain import engine
+from metaxlm.compute import fastpath
 from metaxlm.pretrain.batches import TextStream, _ListColumn
 
 
 def test_fast_dropout_rate_scale_and_determinism():
     x = torch.ones(2000, 1500)
     torch.manual_seed(0)
-    with engine._CPUTrainingFastPath():
+    with fastpath.CPUTrainingFastPath():
         y = F.dropout(x, 0.1, training=True)
         z = F.dropout(x, 0.1, training=False)  # eval: untouched
     assert (y == 0).float().mean().item() == pytest.approx(0.1, abs=0.002)
@@ -24,19 +24,19 @@ def test_fast_dropout_rate_scale_and_determinism():
         for n in (1, 2):  # the masks are a function of torch's seed only, not of the thread count
             torch.set_num_threads(n)
             torch.manual_seed(7)
-            masks.append(engine._keep_mask(torch.Size([3, 1 << 20]), 0.3))
+            masks.append(fastpath._keep_mask(torch.Size([3, 1 << 20]), 0.3))
     finally:
         torch.set_num_threads(threads)
     assert torch.equal(masks[0], masks[1])
     torch.manual_seed(8)
-    assert not torch.equal(masks[0], engine._keep_mask(torch.Size([3, 1 << 20]), 0.3))
+    assert not torch.equal(masks[0], fastpath._keep_mask(torch.Size([3, 1 << 20]), 0.3))
 
 
 def test_attention_matches_sdpa_and_is_used_only_without_mask():
     q, k, v = torch.randn(3, 2, 4, 16, 8).unbind(0)
-    torch.testing.assert_close(engine.attention(q, k, v, 0.0, None), F.scaled_dot_product_attention(q, k, v))
+    torch.testing.assert_close(fastpath.attention(q, k, v, 0.0, None), F.scaled_dot_product_attention(q, k, v))
     mask = torch.zeros(16, 16, dtype=torch.bool).tril()
-    with engine._CPUTrainingFastPath():  # a mask (or causal) goes to torch's own kernel
+    with fastpath.CPUTrainingFastPath():  # a mask (or causal) goes to torch's own kernel
         torch.testing.assert_close(F.scaled_dot_product_attention(q, k, v, attn_mask=mask),
                                    F.scaled_dot_product_attention(q, k, v, attn_mask=mask))
 

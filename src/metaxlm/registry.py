@@ -1,0 +1,59 @@
+"""One registry convention for everything chosen by name in a config: objectives, batch sources, models,
+fine-tuning tasks. A new kind of thing is one new file that decorates its class with `@REGISTRY.register("name")`;
+an unknown name is a `ConfigError` that lists the registered names (fairseq's convention)."""
+
+from __future__ import annotations
+
+import importlib
+import pkgutil
+from collections.abc import Callable
+from typing import Generic, TypeVar
+
+from metaxlm.errors import ConfigError
+
+T = TypeVar("T")
+
+
+class Registry(Generic[T]):
+    """Name → class. `package`: a package whose modules are imported on first look-up, so a new file in it
+    registers itself without being listed anywhere."""
+
+    def __init__(self, kind: str, package: str | None = None):
+        self.kind, self.package = kind, package
+        self._entries: dict[str, T] = {}
+        self._imported = package is None
+
+    def register(self, name: str) -> Callable[[T], T]:
+        def deco(cls: T) -> T:
+            known = self._entries.get(name)
+            if known is not None and known is not cls:
+                raise ValueError(f"{self.kind} {name!r} is registered twice ({known.__name__}, {cls.__name__})")
+            cls.name = name
+            self._entries[name] = cls
+            return cls
+
+        return deco
+
+    def _import_package(self) -> None:
+        if self._imported:
+            return
+        self._imported = True
+        pkg = importlib.import_module(self.package)
+        for module in pkgutil.iter_modules(pkg.__path__):
+            if not module.name.startswith("_"):
+                importlib.import_module(f"{self.package}.{module.name}")
+
+    def get(self, name: str, where: str | None = None) -> T:
+        self._import_package()
+        if name not in self._entries:
+            at = f"{where}: " if where else ""
+            raise ConfigError(f"{at}unknown {self.kind} {name!r} (registered: {', '.join(self.names())})")
+        return self._entries[name]
+
+    def names(self) -> list[str]:
+        self._import_package()
+        return sorted(self._entries)
+
+    def __contains__(self, name: str) -> bool:
+        self._import_package()
+        return name in self._entries
