@@ -1,4 +1,5 @@
 import random
+import shutil
 from pathlib import Path
 
 import pytest
@@ -39,3 +40,31 @@ def tokenizer_dir(corpora, tmp_path_factory) -> Path:
     train_vocab({k: CorpusSpec(path=str(p)) for k, p in corpora.items()}, VocabConfig(size=120, sample_sentences=4000),
                 out, alpha=0.7, progress=False)
     return out
+
+
+@pytest.fixture(scope="session")
+def run_template(corpora, tokenizer_dir, tmp_path_factory):
+    """A run directory with vocab/ and prepared/ (incl. held-out texts), reused by the tests."""
+    from metaxlm.config import CorpusSpec, PrepareConfig
+    from metaxlm.data.prepare import prepare_corpora
+
+    root = tmp_path_factory.mktemp("pretrain_run")
+    shutil.copytree(tokenizer_dir, root / "vocab")
+    prepare_corpora({k: CorpusSpec(path=str(p)) for k, p in corpora.items()}, {}, root / "vocab", root / "prepared",
+                    PrepareConfig(num_proc=1, heldout_texts=20), progress=False)
+    return root
+
+
+@pytest.fixture(scope="session")
+def parallel_template(corpora, tokenizer_dir, tmp_path_factory):
+    from metaxlm.config import CorpusSpec, ParallelSpec, PrepareConfig
+    from metaxlm.data.prepare import prepare_corpora
+
+    root = tmp_path_factory.mktemp("pretrain_parallel")
+    shutil.copytree(tokenizer_dir, root / "vocab")
+    pairs = root / "en-de.tsv"
+    pairs.write_text("".join(f"the cat sleeps on the red chair {i}\tdie Katze schläft auf dem roten Stuhl {i}\n"
+                             for i in range(200)))
+    prepare_corpora({k: CorpusSpec(path=str(p)) for k, p in corpora.items()}, {"en-de": ParallelSpec(path=str(pairs))},
+                    root / "vocab", root / "prepared", PrepareConfig(num_proc=1, heldout_texts=20), progress=False)
+    return root

@@ -30,7 +30,7 @@ def one_thread():
 
 def save_tiny_mlm(tokenizer_dir: Path, out: Path, seed: int) -> None:
     from metaxlm.config import ModelConfig
-    from metaxlm.models.configs import build_mlm
+    from metaxlm.models import build_mlm
 
     tok = load_tokenizer(tokenizer_dir)
     model = build_mlm(ModelConfig(layers=2, hidden=32, heads=2, ffn=64, max_positions=64), tok, seed=seed)

@@ -3,7 +3,6 @@ atomic checkpoints, non-finite loss, reloadable outputs."""
 
 import json
 import math
-import os
 import shutil
 import signal
 import subprocess
@@ -13,45 +12,14 @@ from pathlib import Path
 
 import pytest
 import torch
-import yaml
-from safetensors.torch import load_file
+from pretrain_helpers import TINY, cli, final_weights, make_config, metrics
 from transformers import AutoModelForMaskedLM
 
-from metaxlm.config import CorpusSpec, PrepareConfig, load_config
-from metaxlm.data.prepare import prepare_corpora
+from metaxlm.config import load_config
+from metaxlm.models import build_mlm
 from metaxlm.pretrain.objectives.mlm import mask_tokens, masked_lm_loss_sum
-from metaxlm.pretrain.recipe import build_mlm, run_pretrain
+from metaxlm.pretrain.recipe import run_pretrain
 from metaxlm.vocab import load_tokenizer
-
-TINY = {"layers": 2, "hidden": 32, "heads": 2, "ffn": 64, "max_positions": 64}
-
-
-@pytest.fixture(scope="module")
-def run_template(corpora, tokenizer_dir, tmp_path_factory):
-    """A run directory with vocab/ and prepared/ (incl. held-out texts), reused by the tests."""
-    root = tmp_path_factory.mktemp("pretrain_run")
-    shutil.copytree(tokenizer_dir, root / "vocab")
-    prepare_corpora({k: CorpusSpec(path=str(p)) for k, p in corpora.items()}, {}, root / "vocab", root / "prepared",
-                    PrepareConfig(num_proc=1, heldout_texts=20), progress=False)
-    return root
-
-
-def make_config(run_template, tmp_path, **train) -> Path:
-    run = tmp_path / "run"
-    if not run.exists():
-        shutil.copytree(run_template, run)
-    cfg = {"output_dir": str(run), "data": {"languages": ["en", "de", "ru", "zh"], "mono": "unused/{lang}"},
-           "model": TINY,
-           "train": {"steps": 6, "batch_size": 8, "seq_len": 32, "warmup_steps": 2, "lr": 1e-3, "log_every": 1,
-                     "eval_every": 3, "save_every": 3, "eval_sequences": 2, **train}}
-    path = tmp_path / "cfg.yaml"
-    path.write_text(yaml.safe_dump(cfg))
-    return path
-
-
-def cli(*args, env=None, **kw):
-    return subprocess.run([sys.executable, "-m", "metaxlm.cli", *args], capture_output=True, text=True,
-                          env={**os.environ, **(env or {})}, **kw)
 
 
 # -- objective ---------------------------------------------------------------------------------------------
@@ -91,14 +59,6 @@ def test_masked_only_logits_equal_full_logit_loss(tokenizer_dir):
 
 
 # -- engine ------------------------------------------------------------------------------------------------
-def final_weights(run_dir: Path) -> dict:
-    return load_file(str(run_dir / "final" / "model.safetensors"))
-
-
-def metrics(run_dir: Path) -> list[dict]:
-    return [json.loads(line) for line in (run_dir / "metrics.jsonl").read_text().splitlines()]
-
-
 def test_pretrain_writes_reloadable_models_and_metrics(run_template, tmp_path):
     cfg = load_config(make_config(run_template, tmp_path))
     result = run_pretrain(cfg, "xlm", progress=False)
@@ -245,20 +205,6 @@ def test_pipeline_compares_xlm_and_metaxlm(run_template, tmp_path):
     assert step0["metaxlm"]["heldout_loss/en"] < step0["xlm"]["heldout_loss/en"] - 0.5
     # a rerun keeps finished variants
     assert stage_pretrain(cfg, progress=False) == comparison
-
-
-@pytest.fixture(scope="module")
-def parallel_template(corpora, tokenizer_dir, tmp_path_factory):
-    from metaxlm.config import ParallelSpec
-
-    root = tmp_path_factory.mktemp("pretrain_parallel")
-    shutil.copytree(tokenizer_dir, root / "vocab")
-    pairs = root / "en-de.tsv"
-    pairs.write_text("".join(f"the cat sleeps on the red chair {i}\tdie Katze schläft auf dem roten Stuhl {i}\n"
-                             for i in range(200)))
-    prepare_corpora({k: CorpusSpec(path=str(p)) for k, p in corpora.items()}, {"en-de": ParallelSpec(path=str(pairs))},
-                    root / "vocab", root / "prepared", PrepareConfig(num_proc=1, heldout_texts=20), progress=False)
-    return root
 
 
 def test_mixes_monolingual_and_parallel_batches_and_resumes_exactly(parallel_template, tmp_path):

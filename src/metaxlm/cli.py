@@ -32,24 +32,29 @@ def cmd_run(args) -> None:
 
 
 def cmd_pretrain(args) -> None:
-    from metaxlm.pretrain.recipe import run_pretrain, variant_dir
+    from metaxlm.pretrain.recipe import check_pretraining_config, run_pretrain
+    from metaxlm.rundir import RunDir
     from metaxlm.runinfo import write_run_info
 
     cfg = _load(args)
+    check_pretraining_config(cfg)
     variant = args.variant or next(iter(cfg.variants))
     if int(os.environ.get("RANK", "0")) == 0:  # one writer when launched with torchrun / accelerate
-        write_run_info(variant_dir(cfg, variant), cfg)
-    result = run_pretrain(cfg, variant, resume=args.resume, progress=not args.no_progress)
+        write_run_info(RunDir.of(cfg).variant(variant).root, cfg)
+    result = run_pretrain(cfg, variant, resume=args.resume, resume_from=args.resume_from,
+                          progress=not args.no_progress)
     print(f"pretrained {variant}: {result.final_dir} (loads with AutoModelForMaskedLM.from_pretrained)")
 
 
 def cmd_prepare(args) -> None:
-    from metaxlm.pipeline import stage_prepare, vocab_dir
+    from metaxlm.pipeline import stage_prepare
+    from metaxlm.rundir import RunDir
     from metaxlm.runinfo import write_run_info
 
     cfg = _load(args)
-    if not (vocab_dir(cfg) / "tokenizer_config.json").exists():
-        raise MetaXLMError(f"no vocabulary at {vocab_dir(cfg)}: run `metaxlm vocab train {args.config}` first")
+    vocab = RunDir.of(cfg).vocab
+    if not (vocab / "tokenizer_config.json").exists():
+        raise MetaXLMError(f"no vocabulary at {vocab}: run `metaxlm vocab train {args.config}` first")
     write_run_info(cfg.output_dir, cfg)
     stage_prepare(cfg, progress=not args.no_progress)
 
@@ -179,6 +184,7 @@ def build_parser() -> argparse.ArgumentParser:
     _add_config_args(p)
     p.add_argument("--variant", help="which entry of `variants` (default: the first)")
     p.add_argument("--resume", action="store_true", help="continue exactly from the latest checkpoint")
+    p.add_argument("--resume-from", metavar="CKPT_DIR", help="continue exactly from this checkpoint (ckpt/step_N)")
     p.set_defaults(func=cmd_pretrain)
 
     p = sub.add_parser("evaluate", help="evaluate a config's models: fine-tuning scenarios, retrieval, word alignment")

@@ -125,8 +125,10 @@ class PrepareConfig(Strict):
 
 
 class ModelConfig(Strict):
-    """A BERT-architecture encoder with an MLM head (HF BertForMaskedLM); Table 7 defaults scaled down."""
+    """The model pretrained from scratch: an architecture registered in metaxlm.models.archs (default: BERT with an
+    MLM head, HF BertForMaskedLM) and its size; Table 7 defaults scaled down."""
 
+    arch: str = "bert"
     layers: int = Field(6, ge=1)
     hidden: int = Field(384, ge=8)
     heads: int = Field(12, ge=1)
@@ -158,7 +160,8 @@ class TrainConfig(Strict):
     weight_decay: float = Field(0.01, ge=0.0)
     clip: float = Field(1.0, gt=0.0)
     precision: Literal["bf16", "fp16", "fp32"] = "bf16"
-    objectives: dict[str, float] = Field(default_factory=lambda: {"mlm": 1.0})
+    # name -> weight, or name -> {weight: w, <the objective's own options>} (see pretrain/objectives/)
+    objectives: dict[str, float | dict[str, Any]] = Field(default_factory=lambda: {"mlm": 1.0})
     mask_prob: float = Field(0.15, gt=0.0, lt=1.0)
     log_every: int = Field(10, ge=1)
     eval_every: int = Field(100, ge=1)
@@ -181,13 +184,24 @@ class TrainConfig(Strict):
 
 
 class TransferConfig(Strict):
-    """How a multilingual model starts: from scratch (XLM) or from the meta-pretrained English model."""
+    """One pretraining variant: how its model starts — from scratch (XLM), from the meta-pretrained English model
+    (MetaXLM), or from another variant's output or any HF model directory (`start_from`: composition, e.g.
+    MetaXLM → XLM-Align → PPA in one config) — and what it trains (`train`: overrides of the run's train section)."""
 
     init: Literal["none", "body", "emb", "both"] = "none"  # none = XLM baseline, both = MetaXLM
     use_dict: bool = False          # vocabulary matching through bilingual dictionaries (MetaXLM+Dict)
     fallback: Literal["random", "mean"] = "random"  # unmatched embedding rows
     freeze_body: bool = False       # train only embeddings and the MLM head
-    distill: float = Field(0.0, ge=0.0)  # weight of distillation from the English teacher (0 = off)
+    # short form of train.objectives.distill = {weight: w, teacher: meta} (0 = off)
+    distill: float = Field(0.0, ge=0.0)
+    start_from: str | None = None   # another variant of this run, or an HF model dir (its vocabulary = the run's)
+    train: dict[str, Any] = Field(default_factory=dict)  # e.g. {objectives: {mlm: 1.0, tlm: 1.0}, steps: 500}
+
+    @model_validator(mode="after")
+    def _one_start(self) -> TransferConfig:
+        if self.start_from is not None and self.init != "none":
+            raise ValueError("give either init (MetaXLM initialization) or start_from (continue a model), not both")
+        return self
 
 
 class MetaConfig(Strict):
@@ -245,6 +259,9 @@ class EvalConfig(Strict):
 class RunConfig(Strict):
     output_dir: str
     seed: int = 0
+    # Python modules (dotted names or .py files) imported before anything is built: your own objectives, batch
+    # kinds, model architectures or task types register themselves there (fairseq's --user-dir).
+    plugins: list[str] = Field(default_factory=list)
     stages: list[Literal["vocab", "prepare", "stats", "pretrain", "evaluate", "report"]] = Field(
         default_factory=lambda: ["vocab", "prepare", "stats"])
     data: DataConfig
@@ -256,6 +273,42 @@ class RunConfig(Strict):
     # The pretraining runs of the `pretrain` stage, each at the same budget (`train`).
     variants: dict[str, TransferConfig] = Field(default_factory=lambda: {"xlm": TransferConfig()})
     evaluate: EvalConfig = Field(default_factory=EvalConfig)
+
+    @model_validator(mode="after")
+    def _variants_fit(self) -> RunConfig:
+        for name in self.variants:
+            self.train_for(name)  # the merged train section validates
+        self.variant_order()      # start_from names no cycle
+        return self
+
+    def train_for(self, variant: str) -> TrainConfig:
+        """The run's train section with the variant's own `train` overrides."""
+        override = self.variants[variant].train
+        if not override:
+            return self.train
+        try:
+            return TrainConfig.model_validate({**self.train.model_dump(exclude={"batch_size"} if "batch_tokens" in
+                                                                       override else set()), **override})
+        except ValidationError as err:
+            raise ValueError(format_errors(err, f"variants.{variant}.train")) from None
+
+    def variant_order(self) -> list[str]:
+        """Variants in an order where every variant comes after the variant it starts from."""
+        order: list[str] = []
+
+        def visit(name: str, path: tuple[str, ...]) -> None:
+            if name in order:
+                return
+            if name in path:
+                raise ValueError(f"variants: start_from makes a cycle: {' -> '.join((*path, name))}")
+            parent = self.variants[name].start_from
+            if parent in self.variants:
+                visit(parent, (*path, name))
+            order.append(name)
+
+        for name in self.variants:
+            visit(name, ())
+        return order
 
 
 def apply_override(tree: dict[str, Any], override: str) -> None:

@@ -16,21 +16,14 @@ from metaxlm.config import RunConfig
 from metaxlm.data.prepare import prepare_corpora
 from metaxlm.data.stats import corpus_stats, format_stats
 from metaxlm.io import atomic_write_json
+from metaxlm.rundir import RunDir
 from metaxlm.runinfo import write_run_info
 from metaxlm.vocab import load_tokenizer, save_spm_as_hf, train_vocab, trim_vocab
 from metaxlm.vocab.load import SPM_FILE
 
 
-def vocab_dir(cfg: RunConfig) -> Path:
-    return Path(cfg.output_dir) / "vocab"
-
-
-def prepared_dir(cfg: RunConfig) -> Path:
-    return Path(cfg.output_dir) / "prepared"
-
-
 def stage_vocab(cfg: RunConfig, progress: bool = True) -> dict:
-    out = vocab_dir(cfg)
+    out = RunDir.of(cfg).vocab
     corpora = cfg.data.mono_corpora()
     if cfg.vocab.mode == "train":
         info = train_vocab(corpora, cfg.vocab, out, alpha=cfg.data.alpha, seed=cfg.seed,
@@ -59,17 +52,17 @@ def stage_vocab(cfg: RunConfig, progress: bool = True) -> dict:
 
 
 def stage_prepare(cfg: RunConfig, progress: bool = True) -> dict:
-    meta = prepare_corpora(cfg.data.mono_corpora(), cfg.data.parallel_corpora(), vocab_dir(cfg),
-                           prepared_dir(cfg), cfg.prepare, skip_bad=cfg.data.skip_bad, progress=progress)
+    meta = prepare_corpora(cfg.data.mono_corpora(), cfg.data.parallel_corpora(), RunDir.of(cfg).vocab,
+                           RunDir.of(cfg).prepared, cfg.prepare, skip_bad=cfg.data.skip_bad, progress=progress)
     skipped = sum(v["skipped_bad_lines"] for kind in ("mono", "parallel") for v in meta[kind].values())
     if skipped:
-        print(f"prepare: skipped {skipped} bad lines (see {prepared_dir(cfg) / 'meta.json'})")
+        print(f"prepare: skipped {skipped} bad lines (see {RunDir.of(cfg).prepared / 'meta.json'})")
     return meta
 
 
 def stage_stats(cfg: RunConfig, progress: bool = True) -> dict:
-    stats = corpus_stats(cfg.data, prepared_dir(cfg))
-    atomic_write_json(Path(cfg.output_dir) / "stats.json", stats)
+    stats = corpus_stats(cfg.data, RunDir.of(cfg).prepared)
+    atomic_write_json(RunDir.of(cfg).stats, stats)
     print(format_stats(stats))
     return stats
 
@@ -77,16 +70,15 @@ def stage_stats(cfg: RunConfig, progress: bool = True) -> dict:
 def stage_pretrain(cfg: RunConfig, progress: bool = True) -> dict:
     """Every variant at the same budget; a finished variant is kept, an interrupted one resumes."""
     from metaxlm.pretrain.checkpoint import latest_checkpoint
-    from metaxlm.pretrain.recipe import run_pretrain, variant_dir
+    from metaxlm.pretrain.recipe import run_pretrain
     from metaxlm.report.pretraining import compare_variants
 
-    for name in cfg.variants:
-        out = variant_dir(cfg, name)
-        summary = out / "summary.json"
-        if summary.exists() and json.loads(summary.read_text())["steps"] == cfg.train.steps:
-            print(f"pretrain {name}: already done ({out})")
+    for name in cfg.variant_order():  # a variant that starts from another runs after it
+        out = RunDir.of(cfg).variant(name)
+        if out.summary.exists() and json.loads(out.summary.read_text())["steps"] == cfg.train_for(name).steps:
+            print(f"pretrain {name}: already done ({out.root})")
             continue
-        resume = latest_checkpoint(out / "ckpt") is not None
+        resume = latest_checkpoint(out.ckpt) is not None
         run_pretrain(cfg, name, resume=resume, progress=progress)
     comparison = compare_variants(cfg.output_dir, list(cfg.variants), pivot=cfg.data.pivot)
     if comparison:
@@ -113,6 +105,10 @@ STAGES = {"vocab": stage_vocab, "prepare": stage_prepare, "stats": stage_stats, 
 
 
 def run(cfg: RunConfig, progress: bool = True) -> None:
+    if "pretrain" in cfg.stages:
+        from metaxlm.pretrain.recipe import check_pretraining_config
+
+        check_pretraining_config(cfg)
     write_run_info(cfg.output_dir, cfg)
     for name in cfg.stages:
         print(f"== stage {name}", flush=True)

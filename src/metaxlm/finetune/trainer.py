@@ -20,6 +20,7 @@ import numpy as np
 import torch
 from tqdm import tqdm
 
+from metaxlm.compute.optim import adamw
 from metaxlm.errors import MetaXLMError
 from metaxlm.finetune.spec import Hyperparameters
 from metaxlm.finetune.tasks.base import MODEL_INPUTS, Feature, Task
@@ -103,17 +104,6 @@ def collate(features: list[Feature], pad_id: int, target_keys: Sequence[str] = (
     return batch
 
 
-def _optimizer(model, hp: Hyperparameters) -> torch.optim.Optimizer:
-    decay, no_decay = [], []
-    for name, p in model.named_parameters():
-        if p.requires_grad:  # biases and LayerNorm weights are not decayed (as in BERT)
-            (no_decay if p.ndim < 2 or "LayerNorm" in name else decay).append(p)
-    groups = [{"params": decay, "weight_decay": hp.weight_decay}, {"params": no_decay, "weight_decay": 0.0}]
-    # the fused kernel updates each parameter in one pass (same rule as the default implementation)
-    fused = all(p.device.type in ("cpu", "cuda") and p.is_floating_point() for p in decay + no_decay)
-    return torch.optim.AdamW(groups, lr=hp.lr, fused=fused or None)
-
-
 def finetune(model, task: Task, train_items: Sequence, hp: Hyperparameters, *, seed: int, progress: bool = True,
              history: list[float] | None = None, desc: str = "fine-tune"):
     """Train `model` in place on `train_items` for hp.max_steps steps, else hp.epochs epochs; return it.
@@ -130,7 +120,7 @@ def finetune(model, task: Task, train_items: Sequence, hp: Hyperparameters, *, s
     epoch_batches = length_grouped_batches(units, lengths, hp.batch_size, rng)
     total = hp.max_steps or max(1, math.ceil(hp.epochs * len(epoch_batches)))
     model.to(device).train()
-    optimizer = _optimizer(model, hp)
+    optimizer = adamw(model.named_parameters(), lr=hp.lr, weight_decay=hp.weight_decay)
     schedule = get_linear_schedule_with_warmup(optimizer, int(hp.warmup_ratio * total), total)
     params = [p for p in model.parameters() if p.requires_grad]
     pad_id = task.tokenizer.pad_token_id if task.tokenizer.pad_token_id is not None else 0

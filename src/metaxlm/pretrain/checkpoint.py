@@ -1,12 +1,22 @@
-"""Atomic training checkpoints: model (safetensors), optimizer, scheduler, data position, step.
+"""Atomic, verified training checkpoints: everything a run needs to continue exactly.
 
-A checkpoint is written into a hidden temporary directory and renamed into place, then the `latest`
-pointer file is replaced atomically: a crash at any moment leaves the previous checkpoint intact and
-`latest` pointing at a complete one. Optimizer/scheduler states are loaded with weights_only=True.
+    ckpt/step_00000200/
+      model.safetensors, config.json   the model (HF format: loads with AutoModelForMaskedLM.from_pretrained)
+      objectives.safetensors           the objectives' own modules and buffers (heads, EMA copies, queues)
+      optimizer.pt, scheduler.pt       loaded with torch.load(weights_only=True)
+      trainer_state.json               step, data positions, tokens
+      checksums.json                   sha256 of every file above, written last
+    ckpt/latest                        the name of the newest complete checkpoint
+
+A checkpoint is written into a hidden temporary directory, made durable and renamed into place, then `latest` is
+replaced atomically: a crash at any moment leaves the previous checkpoint intact and `latest` pointing at a complete
+one. On resume every file is checked against its sha256: a truncated or corrupted checkpoint is an error naming the
+file, which offers the newest earlier checkpoint that verifies.
 """
 
 from __future__ import annotations
 
+import hashlib
 import json
 import os
 import shutil
@@ -14,21 +24,42 @@ from pathlib import Path
 
 import torch
 
+from metaxlm.errors import MetaXLMError
 from metaxlm.io import atomic_write_json, atomic_write_text
+
+CHECKSUMS = "checksums.json"
+OBJECTIVES_FILE = "objectives.safetensors"
+
+
+class CorruptCheckpoint(MetaXLMError):
+    """A checkpoint file is missing, truncated or does not match its recorded sha256."""
+
+
+def sha256_file(path: Path, chunk: int = 1 << 22) -> str:
+    h = hashlib.sha256()
+    with open(path, "rb") as f:
+        while block := f.read(chunk):
+            h.update(block)
+    return h.hexdigest()
 
 
 def save_checkpoint(ckpt_root: Path, step: int, *, model, optimizer, scheduler, state: dict, keep: int,
-                    weights: dict | None = None) -> Path:
+                    objectives_state: dict[str, torch.Tensor] | None = None, weights: dict | None = None) -> Path:
     """`weights`: gathered full weights when the model is sharded (FSDP/DeepSpeed); else the model's own."""
+    from safetensors.torch import save_file
+
     ckpt_root.mkdir(parents=True, exist_ok=True)
     final = ckpt_root / f"step_{step:08d}"
     tmp = ckpt_root / f".tmp-step_{step:08d}"
     shutil.rmtree(tmp, ignore_errors=True)
     tmp.mkdir()
     model.save_pretrained(str(tmp), state_dict=weights)  # safetensors
+    if objectives_state:
+        save_file({k: v.detach().cpu().contiguous() for k, v in objectives_state.items()}, str(tmp / OBJECTIVES_FILE))
     torch.save(optimizer.state_dict(), tmp / "optimizer.pt")
     torch.save(scheduler.state_dict(), tmp / "scheduler.pt")
     atomic_write_json(tmp / "trainer_state.json", {"step": step, **state})
+    atomic_write_json(tmp / CHECKSUMS, {f.name: sha256_file(f) for f in sorted(tmp.iterdir())})
     for f in tmp.iterdir():  # make the files durable before the rename publishes them
         with open(f, "rb") as fh:
             os.fsync(fh.fileno())
@@ -49,16 +80,49 @@ def latest_checkpoint(ckpt_root: Path) -> Path | None:
     return path if (path / "trainer_state.json").exists() else None
 
 
-def load_checkpoint(path: Path, *, model, optimizer, scheduler) -> dict:
+def corruption(path: Path) -> str | None:
+    """None when every file of the checkpoint matches its recorded sha256; else what is wrong, naming the file."""
+    sums_path = path / CHECKSUMS
+    try:
+        sums = json.loads(sums_path.read_text())
+    except (OSError, ValueError) as err:
+        return f"{sums_path}: unreadable ({err})"
+    for name, expected in sums.items():
+        f = path / name
+        if not f.is_file():
+            return f"{f}: missing"
+        if sha256_file(f) != expected:
+            return f"{f}: sha256 does not match the one recorded when it was written (truncated or corrupted)"
+    return None
+
+
+def verify_checkpoint(path: Path) -> None:
+    problem = corruption(path)
+    if problem is None:
+        return
+    earlier = [p for p in sorted(path.parent.glob("step_*"), reverse=True) if p.name < path.name and not corruption(p)]
+    offer = (f" The previous good checkpoint is {earlier[0]}: continue from it with --resume-from {earlier[0]}."
+             if earlier else " No earlier checkpoint verifies; start the run again without --resume.")
+    raise CorruptCheckpoint(f"cannot resume from {path}: {problem}.{offer}")
+
+
+def load_checkpoint(path: Path, *, model, optimizer, scheduler, objectives=None) -> dict:
+    """Verify, then restore the model, the objectives' state, optimizer and scheduler; return trainer_state."""
     from safetensors.torch import load_file
 
+    verify_checkpoint(path)
     weights = load_file(str(path / "model.safetensors"))
     missing, unexpected = model.load_state_dict(weights, strict=False)
     # the tied decoder weight is not stored separately; anything else missing is an error
     missing = [k for k in missing if not k.endswith(("decoder.weight", "decoder.bias"))]
     if missing or unexpected:
-        raise RuntimeError(f"{path}: checkpoint does not fit the model (missing {missing}, unexpected {unexpected})")
+        raise CorruptCheckpoint(f"{path}: checkpoint does not fit the model (missing {missing}, unexpected {unexpected})")
     model.tie_weights()
+    saved = load_file(str(path / OBJECTIVES_FILE)) if (path / OBJECTIVES_FILE).exists() else {}
+    for name, objective in (objectives or {}).items():
+        prefix = f"{name}."
+        objective.load_checkpoint_state({k[len(prefix):]: v for k, v in saved.items() if k.startswith(prefix)},
+                                        str(path / OBJECTIVES_FILE))
     optimizer.load_state_dict(torch.load(path / "optimizer.pt", weights_only=True))
     scheduler.load_state_dict(torch.load(path / "scheduler.pt", weights_only=True))
     return json.loads((path / "trainer_state.json").read_text())

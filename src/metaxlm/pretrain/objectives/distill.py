@@ -1,4 +1,4 @@
-"""Knowledge distillation from the English teacher (the meta-pretrained model), on English rows only.
+"""Knowledge distillation from an English teacher (by default the run's meta-pretrained model), on English rows.
 
 What is distilled: the teacher's sentence representation. For every English sequence of the batch, the
 student's mean-pooled last hidden state (on the unmasked sequence) is pulled towards the teacher's
@@ -6,32 +6,49 @@ mean-pooled last hidden state of the same text, tokenized with the teacher's own
 vocabularies differ, so token-level logits cannot be compared). Loss per English row: 1 − cosine
 (DistilBERT's cosine embedding loss), so the multilingual model keeps the English model's sentence
 geometry while it learns the other languages. Rows of other languages contribute nothing.
+
+Config: `train.objectives.distill: {weight: 0.5, teacher: meta}` (`teacher`: `meta`, a variant of the run, or an HF
+model directory; `language`: default data.pivot). A variant's `distill: 0.5` is the short form of that.
 """
 
 from __future__ import annotations
 
 import torch
 import torch.nn.functional as F
+from pydantic import Field
 
-from metaxlm.pretrain.objectives import Objective, Prepared, register
+from metaxlm.models.arch import arch_of
+from metaxlm.models.pooling import mean_pool
+from metaxlm.pretrain.objectives import ObjectiveOptions, Prepared, register
+from metaxlm.pretrain.objectives.base import Objective
 
 
-def mean_pool(hidden: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
-    mask = mask.unsqueeze(-1).to(hidden.dtype)
-    return (hidden * mask).sum(1) / mask.sum(1).clamp(min=1)
+class DistillOptions(ObjectiveOptions):
+    teacher: str = "meta"
+    language: str | None = None  # default: data.pivot
+    max_length: int = Field(512, ge=8)
 
 
 @register("distill")
-class Distill(Objective, torch.nn.Module):
+class Distill(Objective):
     batch_kind = "mono"
+    Options = DistillOptions
+    constant_modules = ("teacher",)  # frozen, loaded from `teacher` again on resume
 
-    def __init__(self, tokenizer, teacher=None, teacher_tokenizer=None, language: str = "en", max_length: int = 512):
-        torch.nn.Module.__init__(self)
-        Objective.__init__(self, tokenizer)
-        if teacher is None or teacher_tokenizer is None:
-            raise ValueError("the distill objective needs a teacher model and its tokenizer")
+    def __init__(self, options: DistillOptions, context, teacher=None, teacher_tokenizer=None):
+        super().__init__(options, context)
+        if teacher is None:
+            from transformers import AutoModel, AutoTokenizer
+
+            from metaxlm.models.loading import quiet_transformers
+
+            path = context.resolve_model(options.teacher)
+            with quiet_transformers():
+                teacher = AutoModel.from_pretrained(str(path))
+            teacher_tokenizer = AutoTokenizer.from_pretrained(str(path))
         self.teacher = teacher.eval().requires_grad_(False)
-        self.teacher_tokenizer, self.language, self.max_length = teacher_tokenizer, language, max_length
+        self.teacher_tokenizer = teacher_tokenizer
+        self.language = options.language or context.pivot
 
     def train(self, mode: bool = True):  # the teacher always runs in eval mode (no dropout)
         super().train(mode)
@@ -39,22 +56,29 @@ class Distill(Objective, torch.nn.Module):
         return self
 
     def prepare(self, batch, generator: torch.Generator) -> Prepared:
-        texts = self.tokenizer.batch_decode(batch.input_ids, skip_special_tokens=True)
         is_src = torch.tensor([lang == self.language for lang in batch.langs])
-        enc = self.teacher_tokenizer(texts, padding=True, truncation=True, max_length=self.max_length,
+        return Prepared({"input_ids": batch.input_ids, "is_src": is_src}, int(is_src.sum()), list(batch.langs),
+                        target_key="is_src")
+
+    def label(self, model, part: Prepared) -> Prepared:
+        """The teacher's tokenization of this process's English rows only (per-row work, done where the rows are)."""
+        rows = part.tensors["is_src"]
+        texts = self.tokenizer.batch_decode(part.tensors["input_ids"][rows], skip_special_tokens=True)
+        enc = self.teacher_tokenizer(texts or [""], padding=True, truncation=True, max_length=self.options.max_length,
                                      return_tensors="pt")
-        tensors = {"input_ids": batch.input_ids, "is_src": is_src, "teacher_ids": enc["input_ids"],
-                   "teacher_mask": enc["attention_mask"]}
-        return Prepared(tensors, int(is_src.sum()), list(batch.langs), targets="is_src")
+        return Prepared({**part.tensors, "teacher_ids": enc["input_ids"][:len(texts)],
+                         "teacher_mask": enc["attention_mask"][:len(texts)]}, part.num_targets, part.langs,
+                        part.target_key)
 
     def loss_sum(self, model, tensors: dict[str, torch.Tensor]) -> torch.Tensor:
         rows = tensors["is_src"]
-        if not rows.any():  # keep every parameter in the graph so DDP's reducer stays in step
-            return sum(p.sum() for p in model.base_model.embeddings.parameters()) * 0.0
+        encoder = arch_of(model).encoder(model)
+        if not rows.any():  # keep the encoder in the graph, so a lone distill objective keeps DDP's reducer in step
+            return sum(p.sum() for p in encoder.embeddings.parameters()) * 0.0
         ids = tensors["input_ids"][rows]
-        student = mean_pool(model.base_model(input_ids=ids).last_hidden_state, torch.ones_like(ids))
+        student = mean_pool(encoder(input_ids=ids).last_hidden_state, torch.ones_like(ids))
         with torch.no_grad():
-            t_ids, t_mask = tensors["teacher_ids"][rows], tensors["teacher_mask"][rows]
-            teacher = mean_pool(self.teacher.base_model(input_ids=t_ids, attention_mask=t_mask).last_hidden_state,
-                                t_mask)
+            t_ids, t_mask = tensors["teacher_ids"], tensors["teacher_mask"]
+            teacher = mean_pool(arch_of(self.teacher).encoder(self.teacher)(input_ids=t_ids, attention_mask=t_mask)
+                                .last_hidden_state, t_mask)
         return (1.0 - F.cosine_similarity(student.float(), teacher.float(), dim=-1)).sum()

@@ -9,14 +9,17 @@ from __future__ import annotations
 
 import torch
 import torch.nn.functional as F
+from pydantic import Field
 
-from metaxlm.pretrain.objectives import Objective, Prepared, register
+from metaxlm.models.arch import arch_of
+from metaxlm.pretrain.objectives import ObjectiveOptions, Prepared, register
+from metaxlm.pretrain.objectives.base import Objective
 
 
 def mask_tokens(input_ids: torch.Tensor, *, special_ids: torch.Tensor, mask_id: int, ordinary_ids: torch.Tensor,
                 generator: torch.Generator, mask_prob: float = 0.15, replace_prob: float = 0.8,
                 random_prob: float = 0.1) -> tuple[torch.Tensor, torch.Tensor]:
-    """Return (masked inputs, labels with -100 where no loss)."""
+    """Return (masked inputs, labels with -100 where no loss). Special tokens (incl. padding) are never chosen."""
     labels = input_ids.clone()
     candidates = ~torch.isin(input_ids, special_ids)
     chosen = (torch.rand(input_ids.shape, generator=generator) < mask_prob) & candidates
@@ -31,24 +34,16 @@ def mask_tokens(input_ids: torch.Tensor, *, special_ids: torch.Tensor, mask_id: 
     return inputs, labels
 
 
-def mlm_head(model):
-    """The module mapping hidden states to vocabulary logits (BERT: cls; RoBERTa family: lm_head)."""
-    return model.cls if hasattr(model, "cls") else model.lm_head
-
-
-def encoder(model):
-    return model.base_model
-
-
 ROWS_MULTIPLE = 64
 
 
-def masked_lm_loss_sum(model, inputs: torch.Tensor, labels: torch.Tensor, *,
-                       rows_multiple: int = ROWS_MULTIPLE) -> torch.Tensor:
+def masked_lm_loss_sum(model, inputs: torch.Tensor, labels: torch.Tensor, attention_mask: torch.Tensor | None = None,
+                       *, rows_multiple: int = ROWS_MULTIPLE) -> torch.Tensor:
     """Summed cross-entropy over the masked positions, the output layer run only there. The masked rows are
     padded (with ignored dummy rows) to a multiple of `rows_multiple`, so the large (rows × vocabulary) tensors
     come in a few recurring sizes that the allocator reuses instead of fetching fresh memory every step."""
-    hidden = encoder(model)(input_ids=inputs).last_hidden_state
+    arch = arch_of(model)
+    hidden = arch.encoder(model)(input_ids=inputs, attention_mask=attention_mask).last_hidden_state
     flat = labels.reshape(-1)
     rows = (flat != -100).nonzero().squeeze(1)
     n = len(rows)
@@ -57,26 +52,61 @@ def masked_lm_loss_sum(model, inputs: torch.Tensor, labels: torch.Tensor, *,
     if padded > n:
         rows = torch.cat([rows, rows.new_zeros(padded - n)])
         targets = torch.cat([targets, targets.new_full((padded - n,), -100)])
-    logits = mlm_head(model)(hidden.reshape(-1, hidden.shape[-1])[rows])
+    logits = arch.mlm_head(model)(hidden.reshape(-1, hidden.shape[-1])[rows])
     return F.cross_entropy(logits.float(), targets, reduction="sum")
+
+
+class MaskingOptions(ObjectiveOptions):
+    mask_prob: float | None = Field(None, gt=0.0, lt=1.0)  # default: train.mask_prob
 
 
 @register("mlm")
 class MaskedLM(Objective):
-    batch_kind = "mono"
+    """MLM on packed monolingual text (`mono` batches: no padding)."""
 
-    def __init__(self, tokenizer, mask_prob: float = 0.15):
-        super().__init__(tokenizer)
-        self.mask_prob = mask_prob
+    batch_kind = "mono"
+    Options = MaskingOptions
+
+    def __init__(self, options: MaskingOptions, context):
+        super().__init__(options, context)
+        tokenizer = context.tokenizer
+        self.mask_prob = options.mask_prob if options.mask_prob is not None else context.mask_prob
         self.special_ids = torch.tensor(sorted(set(tokenizer.all_special_ids)), dtype=torch.long)
         self.mask_id = tokenizer.mask_token_id
         special = set(self.special_ids.tolist())
         self.ordinary_ids = torch.tensor([i for i in range(len(tokenizer)) if i not in special], dtype=torch.long)
 
+    def mask(self, input_ids: torch.Tensor, generator: torch.Generator) -> tuple[torch.Tensor, torch.Tensor]:
+        return mask_tokens(input_ids, special_ids=self.special_ids, mask_id=self.mask_id,
+                           ordinary_ids=self.ordinary_ids, generator=generator, mask_prob=self.mask_prob)
+
     def prepare(self, batch, generator: torch.Generator) -> Prepared:
-        inputs, labels = mask_tokens(batch.input_ids, special_ids=self.special_ids, mask_id=self.mask_id,
-                                     ordinary_ids=self.ordinary_ids, generator=generator, mask_prob=self.mask_prob)
-        return Prepared({"input_ids": inputs, "labels": labels}, int((labels != -100).sum()), list(batch.langs))
+        inputs, labels = self.mask(batch.input_ids, generator)
+        tensors = {"input_ids": inputs, "labels": labels}
+        if "attention_mask" in batch.tensors:
+            tensors["attention_mask"] = batch.tensors["attention_mask"]
+        return Prepared(tensors, int((labels != -100).sum()), list(batch.langs))
 
     def loss_sum(self, model, tensors: dict[str, torch.Tensor]) -> torch.Tensor:
-        return masked_lm_loss_sum(model, tensors["input_ids"], tensors["labels"])
+        return masked_lm_loss_sum(model, tensors["input_ids"], tensors["labels"], tensors.get("attention_mask"))
+
+
+@torch.no_grad()
+def heldout_mlm_loss(model, eval_rows: dict[str, torch.Tensor], objective: MaskedLM, *, seed: int, autocast,
+                     micro_batch: int = 16) -> dict[str, float]:
+    """Mean MLM loss per masked token on fixed held-out sequences with fixed masks, per language: the number every
+    pretraining run reports, whatever its objectives (the variants' comparison)."""
+    was_training = model.training
+    model.eval()
+    out = {}
+    for lang, rows in sorted(eval_rows.items()):
+        gen = torch.Generator().manual_seed(seed)
+        total, count = 0.0, 0
+        for i in range(0, len(rows), micro_batch):
+            inputs, labels = objective.mask(rows[i:i + micro_batch], gen)
+            with autocast():
+                total += float(masked_lm_loss_sum(model, inputs, labels))
+            count += int((labels != -100).sum())
+        out[lang] = total / max(count, 1)
+    model.train(was_training)
+    return out

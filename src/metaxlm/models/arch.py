@@ -1,0 +1,76 @@
+"""The small model interface every stage uses, and the registry of model architectures (`model.arch` in a config).
+
+Code outside a model's own file never guesses attribute names (`model.cls` or `model.lm_head`,
+`base_model.encoder.layer`, ...): it asks the model's `ModelArch` for the encoder, the MLM head, the list of layers
+and how to export. A new model type is one new file in `models/archs/` (a `ModelArch` subclass decorated with
+`@ARCHS.register("name")`) plus `model.arch: name` in a config.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import torch
+from torch import nn
+
+from metaxlm.errors import ConfigError
+from metaxlm.registry import Registry
+
+
+class ModelArch:
+    """How metaxlm builds and reaches into one family of HF models (`*ForMaskedLM` classes)."""
+
+    name = "base"
+    model_types: tuple[str, ...] = ()  # HF `config.model_type` values this architecture handles
+
+    def build(self, cfg, tokenizer, seed: int = 0) -> nn.Module:
+        """A freshly initialized model for `tokenizer`, sized by a `ModelConfig`; the same seed gives the same
+        weights, and the caller's global RNG stream is left untouched."""
+        raise NotImplementedError
+
+    def encoder(self, model: nn.Module) -> nn.Module:
+        """The module mapping input_ids (+ attention_mask) to hidden states (an HF BaseModelOutput)."""
+        return model.base_model
+
+    def mlm_head(self, model: nn.Module) -> nn.Module:
+        """The module mapping hidden states to vocabulary logits."""
+        raise NotImplementedError
+
+    def layers(self, model: nn.Module) -> nn.ModuleList:
+        """The encoder's transformer layers, bottom to top (layer states: hidden_states[i] is after layers[:i])."""
+        raise NotImplementedError
+
+    def embeddings(self, model: nn.Module) -> nn.Module:
+        return model.base_model.embeddings
+
+    def export(self, model: nn.Module, tokenizer, out_dir: str | Path, state_dict: dict | None = None) -> None:
+        """Write an HF checkpoint directory (safetensors + config.json + tokenizer) that loads with
+        `AutoModelForMaskedLM.from_pretrained`. `state_dict`: gathered full weights of a sharded model."""
+        model.save_pretrained(str(out_dir), state_dict=state_dict)
+        if tokenizer is not None:
+            tokenizer.save_pretrained(str(out_dir))
+
+
+ARCHS: Registry[type[ModelArch]] = Registry("model arch", package="metaxlm.models.archs")
+
+
+def get_arch(name: str) -> ModelArch:
+    return ARCHS.get(name, where="model.arch")()
+
+
+def arch_of(model: nn.Module) -> ModelArch:
+    """The architecture that handles a (loaded or built) HF model, by its config's model_type."""
+    model_type = getattr(getattr(model, "config", None), "model_type", None)
+    for name in ARCHS.names():
+        arch = ARCHS.get(name)
+        if model_type in arch.model_types:
+            return arch()
+    known = "; ".join(f"{n}: {', '.join(ARCHS.get(n).model_types)}" for n in ARCHS.names())
+    raise ConfigError(f"model type {model_type!r} has no metaxlm architecture (registered: {known})")
+
+
+def build_mlm(cfg, tokenizer, seed: int = 0) -> nn.Module:
+    """A freshly initialized masked-LM model of architecture `cfg.arch` (a `ModelConfig`) for `tokenizer`."""
+    with torch.random.fork_rng(devices=[]):  # seeding must not disturb the caller's RNG stream
+        torch.manual_seed(seed)
+        return get_arch(cfg.arch).build(cfg, tokenizer)

@@ -1,0 +1,97 @@
+"""Where a run keeps its files: one layout object instead of path helpers scattered over the stages.
+
+    <output_dir>/
+      config.yaml, run_info.json       the resolved config and provenance
+      vocab/  prepared/  stats.json    shared vocabulary, Arrow data, corpus statistics
+      meta/final/                      phase (a): the meta-pretrained English model
+      pretrain/<variant>/              one pretraining run: ckpt/, metrics.jsonl, tb/, final/, summary.json,
+                                       init.json, coverage.json
+      comparison.md / .json            held-out MLM loss of the variants side by side
+      eval/                            evaluation results (results.json, parts/, finetune/)
+      report/                          report.md, report.html, figures/
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+
+
+@dataclass(frozen=True)
+class VariantDir:
+    """One pretraining run's directory."""
+
+    root: Path
+
+    @property
+    def ckpt(self) -> Path:
+        return self.root / "ckpt"
+
+    @property
+    def final(self) -> Path:
+        return self.root / "final"
+
+    @property
+    def metrics(self) -> Path:
+        return self.root / "metrics.jsonl"
+
+    @property
+    def summary(self) -> Path:
+        return self.root / "summary.json"
+
+    @property
+    def tensorboard(self) -> Path:
+        return self.root / "tb"
+
+    @property
+    def init_report(self) -> Path:
+        return self.root / "init.json"
+
+    @property
+    def coverage(self) -> Path:
+        return self.root / "coverage.json"
+
+
+@dataclass(frozen=True)
+class RunDir:
+    root: Path
+
+    @classmethod
+    def of(cls, cfg) -> RunDir:
+        """The layout of a RunConfig's output_dir."""
+        return cls(Path(cfg.output_dir))
+
+    @property
+    def vocab(self) -> Path:
+        return self.root / "vocab"
+
+    @property
+    def prepared(self) -> Path:
+        return self.root / "prepared"
+
+    @property
+    def stats(self) -> Path:
+        return self.root / "stats.json"
+
+    @property
+    def meta(self) -> VariantDir:
+        return VariantDir(self.root / "meta")
+
+    def variant(self, name: str) -> VariantDir:
+        return VariantDir(self.root / "pretrain" / name)
+
+    @property
+    def comparison_md(self) -> Path:
+        return self.root / "comparison.md"
+
+    @property
+    def comparison_json(self) -> Path:
+        return self.root / "comparison.json"
+
+    @property
+    def eval(self) -> Path:
+        return self.root / "eval"
+
+    @property
+    def report(self) -> Path:
+        return self.root / "report"

@@ -1,0 +1,251 @@
+"""The engine's shared mechanisms: objectives with options and state (checkpointed, restored bit-exactly after
+SIGKILL), verified checkpoints, one forward per micro-batch for mixed objectives (2 processes = 1), distillation as a
+normal objective, composition of variants, the model registry."""
+
+import json
+import shutil
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+import torch
+from pretrain_helpers import TINY, cli, final_weights, make_config, metrics
+from safetensors.torch import load_file
+
+from metaxlm.config import load_config
+from metaxlm.errors import ConfigError, MetaXLMError
+from metaxlm.pretrain.recipe import check_pretraining_config, run_pretrain
+
+TESTS = Path(__file__).resolve().parent
+TOY = str(TESTS / "stateful_objective.py")
+
+
+# -- objective options ---------------------------------------------------------------------------------------------
+def test_objective_options_short_and_long_forms():
+    from metaxlm.pretrain.objectives import parse_objectives
+
+    opts = parse_objectives({"mlm": 1.0, "tlm": {"weight": 0.5, "mask_prob": 0.2}, "distill": 2})
+    assert opts["mlm"].weight == 1.0 and opts["mlm"].mask_prob is None
+    assert opts["tlm"].weight == 0.5 and opts["tlm"].mask_prob == 0.2
+    assert opts["distill"].weight == 2.0 and opts["distill"].teacher == "meta"
+
+
+@pytest.mark.parametrize(("spec", "message"), [
+    ({"mlm": 1.0, "tlm": {"weight": 0.5, "mask_prb": 0.2}}, r"train\.objectives\.tlm\.mask_prb: unknown key"),
+    ({"mlm": {"weight": "heavy"}}, r"train\.objectives\.mlm\.weight: "),
+    ({"mlm": {"mask_prob": 1.5}}, r"train\.objectives\.mlm\.mask_prob: "),
+    ({"mlm": -1.0}, r"train\.objectives\.mlm\.weight: "),
+    ({"mlm": 1.0, "dwa2": 1.0}, r"train\.objectives: unknown objective 'dwa2' \(registered: .*mlm.*tlm"),
+    ({"mlm": "yes"}, r"train\.objectives\.mlm: give a weight"),
+    ({}, r"at least one objective"),
+])
+def test_objective_option_errors_name_the_key(spec, message):
+    from metaxlm.pretrain.objectives import parse_objectives
+
+    with pytest.raises(ConfigError, match=message):
+        parse_objectives(spec)
+
+
+def test_config_mistakes_fail_before_any_stage(run_template, tmp_path):
+    path = make_config(run_template, tmp_path)
+    for overrides, message in [
+        (["variants={a: {train: {objectives: {mlm: {weight: 1, layr: 3}}}}}"], r"variants\.a: train\.objectives\.mlm\.layr"),
+        (["model.arch=veco"], r"model\.arch: unknown model arch 'veco' \(registered: bert\)"),
+        (["variants={a: {train: {steps: many}}}"], r"variants\.a\.train.*steps"),
+        (["variants={a: {start_from: b}, b: {start_from: a}}"], r"start_from makes a cycle"),
+        (["variants={a: {init: both, start_from: x}}"], r"either init .* or start_from"),
+        ([f"plugins=[{tmp_path}/missing.py]"], r"plugins\[0\]: cannot import"),
+    ]:
+        with pytest.raises(ConfigError, match=message):
+            check_pretraining_config(load_config(path, overrides))
+    result = cli("run", str(path), "stages=[vocab, prepare, pretrain]", "train.objectives={mlm: 1.0, mlmm: 1.0}")
+    assert result.returncode == 2 and "unknown objective 'mlmm'" in result.stderr
+    assert "Traceback" not in result.stderr
+
+
+# -- stateful objectives: checkpointed and restored exactly ----------------------------------------------------------
+def test_stateful_objective_state_is_checkpointed(run_template, tmp_path):
+    cfg = load_config(make_config(run_template, tmp_path, steps=4, save_every=2),
+                      [f"plugins=[{TOY}]", "train.objectives={mlm: 1.0, toy_stateful: {weight: 0.5, queue: 8}}"])
+    result = run_pretrain(cfg, "xlm", progress=False)
+    state = load_file(str(result.out_dir / "ckpt" / "step_00000004" / "objectives.safetensors"))
+    assert set(state) == {"toy_stateful.head.weight", "toy_stateful.head.bias", "toy_stateful.ema.weight",
+                          "toy_stateful.ema.bias", "toy_stateful.queue", "toy_stateful.queue_ptr"}
+    assert int(state["toy_stateful.queue_ptr"]) == (4 * 8) % 8  # 4 steps × 8 rows enqueued into 8 slots
+    assert not torch.equal(state["toy_stateful.head.weight"], state["toy_stateful.ema.weight"])  # EMA lags
+    rows = metrics(result.out_dir)
+    assert {"loss/mlm", "loss/toy_stateful"} <= set(next(r for r in rows if "loss" in r))
+    assert any("eval/toy_stateful/queue_norm" in r for r in rows)  # the objective's own evaluation
+
+
+def test_resume_after_sigkill_is_exact_with_a_stateful_objective(run_template, tmp_path):
+    steps = 40
+    objectives = [f"plugins=[{TOY}]", "train.objectives={mlm: 1.0, toy_stateful: {weight: 1.0, queue: 12}}"]
+    cfg = make_config(run_template, tmp_path, steps=steps, save_every=5, eval_every=20, keep_checkpoints=50)
+    shutil.copytree(run_template, tmp_path / "ref", dirs_exist_ok=True)
+    ref = cli("pretrain", str(cfg), "--no-progress", *objectives, f"output_dir={tmp_path / 'ref'}")
+    assert ref.returncode == 0, ref.stderr[-2000:]
+
+    proc = subprocess.Popen([sys.executable, "-m", "metaxlm.cli", "pretrain", str(cfg), "--no-progress", *objectives],
+                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    latest = tmp_path / "run" / "pretrain" / "xlm" / "ckpt" / "latest"
+    deadline = time.time() + 180
+    while time.time() < deadline and proc.poll() is None:
+        if latest.exists() and int(latest.read_text().strip().split("_")[1]) >= 15:
+            proc.send_signal(signal.SIGKILL)
+            break
+        time.sleep(0.01)
+    proc.wait()
+    assert proc.returncode == -signal.SIGKILL, "the run ended before it could be killed"
+    assert int(latest.read_text().strip().split("_")[1]) < steps
+    resumed = cli("pretrain", str(cfg), "--no-progress", "--resume", *objectives)
+    assert resumed.returncode == 0, resumed.stderr[-2000:]
+    a, b = metrics(tmp_path / "ref" / "pretrain" / "xlm"), metrics(tmp_path / "run" / "pretrain" / "xlm")
+    assert [r["step"] for r in a] == [r["step"] for r in b]
+    for ra, rb in zip(a, b, strict=True):
+        assert {k: v for k, v in ra.items() if k != "tokens_per_s"} == {k: v for k, v in rb.items()
+                                                                        if k != "tokens_per_s"}, ra["step"]
+    for name in ("model.safetensors", "objectives.safetensors"):
+        sa = load_file(str(tmp_path / "ref" / "pretrain" / "xlm" / "ckpt" / f"step_{steps:08d}" / name))
+        sb = load_file(str(tmp_path / "run" / "pretrain" / "xlm" / "ckpt" / f"step_{steps:08d}" / name))
+        assert sa.keys() == sb.keys()
+        for k in sa:
+            assert torch.equal(sa[k], sb[k]), (name, k)  # bit-exact
+
+
+# -- verified checkpoints -------------------------------------------------------------------------------------------
+def test_corrupted_checkpoint_is_detected_and_the_previous_good_one_offered(run_template, tmp_path):
+    from metaxlm.pretrain.checkpoint import CorruptCheckpoint
+
+    cfg = load_config(make_config(run_template, tmp_path, steps=6, save_every=2, keep_checkpoints=5))
+    run_pretrain(cfg, "xlm", progress=False)
+    ckpt = tmp_path / "run" / "pretrain" / "xlm" / "ckpt"
+    sums = json.loads((ckpt / "step_00000006" / "checksums.json").read_text())
+    assert {"model.safetensors", "optimizer.pt", "scheduler.pt", "trainer_state.json", "config.json"} <= set(sums)
+    weights = ckpt / "step_00000006" / "model.safetensors"
+    weights.write_bytes(weights.read_bytes()[: weights.stat().st_size // 2])  # truncated
+    with pytest.raises(CorruptCheckpoint, match=r"step_00000006/model\.safetensors: sha256 .*previous good "
+                                                r"checkpoint is .*step_00000004"):
+        run_pretrain(cfg, "xlm", resume=True, progress=False)
+    # a flipped byte in the optimizer state (same size) is caught too, and the step-2 checkpoint is then offered
+    opt = ckpt / "step_00000004" / "optimizer.pt"
+    data = bytearray(opt.read_bytes())
+    data[len(data) // 2] ^= 0xFF
+    opt.write_bytes(bytes(data))
+    result = cli("pretrain", str(tmp_path / "cfg.yaml"), "--no-progress", "--resume-from", str(ckpt / "step_00000004"))
+    assert result.returncode == 2 and "step_00000004/optimizer.pt" in result.stderr
+    assert "step_00000002" in result.stderr and "Traceback" not in result.stderr
+    again = cli("pretrain", str(tmp_path / "cfg.yaml"), "--no-progress", "--resume-from", str(ckpt / "step_00000002"))
+    assert again.returncode == 0, again.stderr[-2000:]
+    assert [r["step"] for r in metrics(tmp_path / "run" / "pretrain" / "xlm") if "loss" in r] == [1, 2, 3, 4, 5, 6]
+
+
+# -- mixed objectives: one forward per micro-batch, 2 processes = 1 -------------------------------------------------
+@pytest.fixture(scope="module")
+def teacher_dir(tokenizer_dir, tmp_path_factory):
+    from metaxlm.config import ModelConfig
+    from metaxlm.models import build_mlm
+    from metaxlm.vocab import load_tokenizer
+
+    tok = load_tokenizer(tokenizer_dir)
+    out = tmp_path_factory.mktemp("teacher") / "model"
+    build_mlm(ModelConfig(layers=1, hidden=16, heads=2, ffn=32, max_positions=64), tok, seed=7).save_pretrained(out)
+    tok.save_pretrained(out)
+    return out
+
+
+def test_two_processes_match_one_for_mixed_objectives(parallel_template, teacher_dir, tmp_path):
+    """MLM + TLM + distillation, grad_accum 2, 2-process gloo DDP = 1 process (fp32, no dropout)."""
+    common = ["--no-progress", "train.precision=fp32", "model.dropout=0.0", "model.attention_dropout=0.0",
+              "train.grad_accum=2", "train.steps=3",
+              f"train.objectives={{mlm: 1.0, tlm: 0.5, distill: {{weight: 0.3, teacher: {teacher_dir}}}}}"]
+    cfg = make_config(parallel_template, tmp_path)
+    shutil.copytree(parallel_template, tmp_path / "one")
+    shutil.copytree(parallel_template, tmp_path / "two")
+    one = cli("pretrain", str(cfg), *common, f"output_dir={tmp_path / 'one'}")
+    assert one.returncode == 0, one.stderr[-3000:]
+    torchrun = Path(sys.executable).parent / "torchrun"
+    two = subprocess.run([str(torchrun), "--standalone", "--nproc_per_node=2", "-m", "metaxlm.cli", "pretrain",
+                          str(cfg), *common, f"output_dir={tmp_path / 'two'}"], capture_output=True, text=True)
+    assert two.returncode == 0, two.stderr[-3000:]
+    ra, rb = (metrics(tmp_path / d / "pretrain" / "xlm") for d in ("one", "two"))
+    for name in ("loss", "loss/mlm", "loss/tlm", "loss/distill"):
+        la, lb = [r[name] for r in ra if name in r], [r[name] for r in rb if name in r]
+        assert len(la) == 3 and la == pytest.approx(lb, rel=1e-5), name
+    assert all(r["loss/distill"] > 0 for r in ra if "loss/distill" in r)  # English rows were distilled
+    wa, wb = final_weights(tmp_path / "one" / "pretrain" / "xlm"), final_weights(tmp_path / "two" / "pretrain" / "xlm")
+    for k in wa:
+        torch.testing.assert_close(wa[k], wb[k], rtol=1e-4, atol=1e-5)
+
+
+def test_one_forward_per_micro_batch_for_all_objectives(parallel_template, teacher_dir, tmp_path, monkeypatch):
+    from metaxlm.pretrain import engine
+
+    calls = []
+    real = engine.ObjectiveModule.forward
+
+    def counting(self, parts):
+        calls.append(sorted(parts))
+        return real(self, parts)
+
+    monkeypatch.setattr(engine.ObjectiveModule, "forward", counting)
+    cfg = load_config(make_config(parallel_template, tmp_path, steps=2, grad_accum=2),
+                      [f"train.objectives={{mlm: 1.0, tlm: 0.5, distill: {{weight: 0.3, teacher: {teacher_dir}}}}}"])
+    run_pretrain(cfg, "xlm", progress=False)
+    assert calls == [["distill", "mlm", "tlm"]] * 4  # 2 steps × 2 micro-batches, every objective in each forward
+
+
+# -- composition: a variant continues another variant's output ---------------------------------------------------------
+def test_a_variant_starts_from_another_variants_output(parallel_template, tmp_path):
+    from metaxlm.pipeline import stage_pretrain
+
+    cfg = load_config(make_config(parallel_template, tmp_path, steps=3, save_every=3), [
+        "variants={base: {init: none}, "
+        "aligned: {start_from: base, train: {objectives: {mlm: 1.0, tlm: 1.0}, steps: 2, lr: 1.0e-4}}}"])
+    stage_pretrain(cfg, progress=False)
+    run = tmp_path / "run" / "pretrain"
+    base, aligned = json.loads((run / "base" / "summary.json").read_text()), metrics(run / "aligned")
+    # the continued variant starts exactly where its parent ended: same held-out loss at its step 0
+    assert aligned[0]["step"] == 0
+    assert {k: v for k, v in aligned[0].items() if k.startswith("heldout_loss/") and k != "heldout_loss/mean"} == \
+        pytest.approx({f"heldout_loss/{k}": v for k, v in base["heldout_loss"].items()}, rel=1e-6)
+    assert json.loads((run / "aligned" / "summary.json").read_text())["steps"] == 2
+    assert "loss/tlm" in next(r for r in aligned if "loss" in r)
+
+
+def test_start_from_a_model_with_another_vocabulary_is_a_clear_error(run_template, teacher_dir, tmp_path):
+    from transformers import AutoConfig
+
+    other = tmp_path / "other"
+    shutil.copytree(teacher_dir, other)
+    config = AutoConfig.from_pretrained(other)
+    config.vocab_size += 5
+    config.save_pretrained(other)
+    cfg = load_config(make_config(run_template, tmp_path), [f"variants={{x: {{start_from: {other}}}}}"])
+    with pytest.raises(MetaXLMError, match=r"start_from: .*vocabulary of .* pieces, the run's has"):
+        run_pretrain(cfg, "x", progress=False)
+
+
+# -- models beyond BertForMaskedLM: the architecture interface -------------------------------------------------------
+def test_model_registry_reaches_bert_and_roberta_without_guessing(tokenizer_dir):
+    from transformers import XLMRobertaConfig, XLMRobertaForMaskedLM
+
+    from metaxlm.config import ModelConfig
+    from metaxlm.models import arch_of, build_mlm
+    from metaxlm.vocab import load_tokenizer
+
+    bert = build_mlm(ModelConfig(**TINY), load_tokenizer(tokenizer_dir))
+    xlmr = XLMRobertaForMaskedLM(XLMRobertaConfig(vocab_size=50, hidden_size=16, num_hidden_layers=2,
+                                                  num_attention_heads=2, intermediate_size=32))
+    for model, head in ((bert, bert.cls), (xlmr, xlmr.lm_head)):
+        arch = arch_of(model)
+        assert arch.mlm_head(model) is head
+        assert len(arch.layers(model)) == 2
+        assert arch.encoder(model) is model.base_model
+    with pytest.raises(ConfigError, match=r"model type 'gpt2' has no metaxlm architecture"):
+        from transformers import GPT2Config, GPT2LMHeadModel
+
+        arch_of(GPT2LMHeadModel(GPT2Config(n_layer=1, n_embd=16, n_head=2, vocab_size=20)))
