@@ -290,7 +290,9 @@ class RunConfig(Strict):
             return TrainConfig.model_validate({**self.train.model_dump(exclude={"batch_size"} if "batch_tokens" in
                                                                        override else set()), **override})
         except ValidationError as err:
-            raise ValueError(format_errors(err, f"variants.{variant}.train")) from None
+            raise ValueError("; ".join(f"variants.{variant}.train.{'.'.join(str(p) for p in e['loc'])}: "
+                                       f"{'unknown key' if e['type'] == 'extra_forbidden' else e['msg']}"
+                                       for e in err.errors())) from None
 
     def variant_order(self) -> list[str]:
         """Variants in an order where every variant comes after the variant it starts from."""
@@ -335,9 +337,9 @@ def apply_override(tree: dict[str, Any], override: str) -> None:
 def format_errors(err: ValidationError, source: str) -> str:
     lines = []
     for e in err.errors():
-        key = ".".join(str(p) for p in e["loc"] if not str(p).startswith("function-")) or "(top level)"
-        msg = "unknown key" if e["type"] == "extra_forbidden" else e["msg"]
-        lines.append(f"  {key}: {msg}")
+        key = ".".join(str(p) for p in e["loc"] if not str(p).startswith("function-"))
+        msg = "unknown key" if e["type"] == "extra_forbidden" else e["msg"].removeprefix("Value error, ")
+        lines.append(f"  {key}: {msg}" if key else f"  {msg}")  # a whole-config check names its keys itself
     return f"invalid config {source}:\n" + "\n".join(lines)
 
 

@@ -19,7 +19,7 @@ MODEL_INPUTS = ("input_ids", "token_type_ids")
 
 
 class Task:
-    name: ClassVar[str] = ""           # set by register_task
+    name: ClassVar[str] = ""           # set by TASKS.register
     auto_model: ClassVar[str] = ""     # the transformers Auto class holding this head
     target_keys: ClassVar[tuple[str, ...]] = ("labels",)
     output_keys: ClassVar[tuple[str, ...]] = ("logits",)
