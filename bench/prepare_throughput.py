@@ -1,8 +1,9 @@
 """Arrow preparation throughput: 1 worker vs 2 workers on the same corpus, side by side in one run.
 
-Corpus: the bench corpora (.cache/bench-corpora, built by `make bench`) when present, else the shipped
-demo bundle; a fixed number of lines per language so the run takes a few minutes. Writes
-runs/bench/prepare_throughput.json with texts/s, tokens/s, the speed-up and peak RSS of each setting.
+Corpus: the large corpora (.cache/large-corpora, built by `make large-corpora` or `make bench`) when
+present, else the shipped demo bundle; a fixed number of lines per language so the run takes a few
+minutes. Writes runs/bench/prepare_throughput.json with texts/s, tokens/s, the speed-up and peak RSS of
+each setting.
 """
 
 from __future__ import annotations
@@ -22,11 +23,11 @@ REPO = Path(__file__).resolve().parents[1]
 def corpus_files(langs: list[str]) -> dict[str, Path]:
     from metaxlm.data.readers import count_lines
 
-    bench = REPO / ".cache" / "bench-corpora" / "mono"
+    large = REPO / ".cache" / "large-corpora" / "mono"
     out = {}
     for lang in langs:
-        cands = [bench / f"{lang}.txt.gz", REPO / "data" / "demo" / "mono" / f"{lang}.txt.xz"]
-        # the bench corpora have no Hindi monolingual text: fall back to the demo bundle
+        cands = [large / f"{lang}.txt.gz", REPO / "data" / "demo" / "mono" / f"{lang}.txt.xz"]
+        # the large corpora have no Hindi monolingual text: fall back to the demo bundle
         out[lang] = next(p for p in cands if p.exists() and count_lines(p, nonblank=True))
     return out
 

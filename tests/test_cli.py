@@ -8,7 +8,7 @@ from transformers import AutoTokenizer
 
 from metaxlm.cli import build_parser, main
 
-SUBCOMMANDS = [["run"], ["data", "prepare"], ["data", "stats"], ["data", "build-demo"], ["data", "check"],
+SUBCOMMANDS = [["run"], ["data", "prepare"], ["data", "stats"], ["data", "check"],
                ["vocab", "train"], ["vocab", "trim"]]
 
 

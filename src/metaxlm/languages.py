@@ -53,3 +53,44 @@ def code_in(table: dict[str, str], code: str, what: str) -> str:
     if code not in table:
         raise ValueError(f"no {what} name for language {code!r} (known: {', '.join(sorted(table))})")
     return table[code]
+
+
+# --- How each language is written --------------------------------------------------------------------------
+# Character ranges of the non-Latin scripts, to measure how much of a text is in a language's own script
+# (an "untranslated" line in a translation is mostly Latin letters).
+SCRIPT_CHARACTERS: dict[str, str] = {
+    "cyrillic": "\u0400-\u04ff\u0500-\u052f",
+    "greek": "\u0370-\u03ff\u1f00-\u1fff",
+    "han": "\u3400-\u4dbf\u4e00-\u9fff\uf900-\ufaff",
+    "kana": "\u3040-\u309f\u30a0-\u30ff\u31f0-\u31ff",
+    "hangul": "\u1100-\u11ff\u3130-\u318f\uac00-\ud7af",
+    "devanagari": "\u0900-\u097f",
+    "bengali": "\u0980-\u09ff",
+    "tamil": "\u0b80-\u0bff",
+    "telugu": "\u0c00-\u0c7f",
+    "malayalam": "\u0d00-\u0d7f",
+    "thai": "\u0e00-\u0e7f",
+    "myanmar": "\u1000-\u109f",
+    "georgian": "\u10a0-\u10ff\u2d00-\u2d2f",
+    "arabic": "\u0600-\u06ff\u0750-\u077f",
+    "hebrew": "\u0590-\u05ff",
+}
+# The scripts of every language above not written in Latin letters (Japanese mixes kanji and kana,
+# Korean hangul and some hanja); a language missing here is written in the Latin alphabet.
+NON_LATIN_SCRIPTS: dict[str, tuple[str, ...]] = {
+    "ar": ("arabic",), "bg": ("cyrillic",), "bn": ("bengali",), "el": ("greek",), "fa": ("arabic",),
+    "grc": ("greek",), "he": ("hebrew",), "hi": ("devanagari",), "ja": ("han", "kana"), "ka": ("georgian",),
+    "kk": ("cyrillic",), "ko": ("hangul", "han"), "ml": ("malayalam",), "mr": ("devanagari",),
+    "my": ("myanmar",), "ru": ("cyrillic",), "ta": ("tamil",), "te": ("telugu",), "th": ("thai",),
+    "uk": ("cyrillic",), "ur": ("arabic",), "zh": ("han",),
+}
+# Written without spaces between words: whitespace splits no words, so word counts and word lists
+# need another unit (characters) or a segmenter.
+UNSPACED: frozenset[str] = frozenset({"zh", "ja", "th", "my"})
+# Pre-Unicode encodings a language's older text files come in, most likely first (tried when a file is
+# not valid UTF-8).
+LEGACY_ENCODINGS: dict[str, tuple[str, ...]] = {
+    "ru": ("koi8-r", "cp1251"), "uk": ("koi8-u", "cp1251"), "bg": ("cp1251",), "el": ("iso8859-7",),
+    "zh": ("gb18030", "big5"), "ja": ("euc-jp", "shift_jis"), "ko": ("euc-kr",), "tr": ("iso8859-9",),
+    "pl": ("iso8859-2",), "cs": ("iso8859-2",),
+}

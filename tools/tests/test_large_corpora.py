@@ -1,4 +1,4 @@
-"""Unit tests of the pure parts of the bench-corpora builder, on small synthetic inputs (no network)."""
+"""Unit tests of the pure parts of the large-corpora builder, on small synthetic inputs (no network)."""
 
 from __future__ import annotations
 
@@ -10,29 +10,17 @@ from pathlib import Path
 
 import pytest
 
-from metaxlm.data import bench_corpora
-from metaxlm.data.bench_corpora import (
-    DedupWriter,
-    build_bench_corpora,
-    clean_pair,
-    clean_terminal_text,
-    decode_text,
-    gcide_paragraphs,
-    html_paragraphs,
-    is_so_stub,
-    keep_line,
-    mo_pairs,
-    normalize_line,
-    pick_locale,
-    read_mo,
-    render_man_page,
-    roff_paragraphs,
-    split_fortunes,
-    strip_accelerators,
-    word_count,
-)
-from metaxlm.data.demo.fetch import FetchError, Package
 from metaxlm.errors import DataError
+from tools.fetch import FetchError, Package
+from tools.large_corpora import build as large_build
+from tools.large_corpora.build import DedupWriter, build_large_corpora
+from tools.large_corpora.catalogues import clean_pair, mo_pairs, read_mo, strip_accelerators
+from tools.large_corpora.debian import pick_locale
+from tools.large_corpora.fortunes import split_fortunes
+from tools.large_corpora.gcide import gcide_paragraphs
+from tools.large_corpora.html import html_paragraphs
+from tools.large_corpora.manpages import clean_terminal_text, is_so_stub, render_man_page, roff_paragraphs
+from tools.large_corpora.text import decode_text, keep_line, normalize_line, word_count
 
 # --- fortunes --------------------------------------------------------------------------------------------------
 
@@ -318,7 +306,7 @@ def _fake_packages(root: Path) -> dict[str, Path]:
     return trees
 
 
-def test_build_bench_corpora_end_to_end(tmp_path, monkeypatch):
+def test_build_large_corpora_end_to_end(tmp_path, monkeypatch):
     trees = _fake_packages(tmp_path / "unpacked")
 
     def fake_fetch(name: str, cache_dir: Path) -> Package:
@@ -326,10 +314,10 @@ def test_build_bench_corpora_end_to_end(tmp_path, monkeypatch):
             raise FetchError(f"Unable to locate package {name}")
         return Package("deb", name, "1.0-1", trees[name])
 
-    monkeypatch.setattr(bench_corpora, "fetch_deb", fake_fetch)
-    monkeypatch.setattr(bench_corpora, "ensure_groff", lambda: None)
-    out = tmp_path / "out" / "bench-corpora"
-    manifest = build_bench_corpora(out, tmp_path / "cache", languages=("en", "de"), progress=False)
+    monkeypatch.setattr(large_build, "fetch_deb", fake_fetch)
+    monkeypatch.setattr(large_build, "ensure_groff", lambda: None)
+    out = tmp_path / "out" / "large-corpora"
+    manifest = build_large_corpora(out, tmp_path / "cache", languages=("en", "de"), progress=False)
 
     def lines(rel: str) -> list[str]:
         return gzip.decompress((out / rel).read_bytes()).decode("utf-8").splitlines()
@@ -351,6 +339,6 @@ def test_build_bench_corpora_end_to_end(tmp_path, monkeypatch):
     assert manifest == __import__("json").loads((out / "manifest.json").read_text())
 
     first = {p.relative_to(out): p.read_bytes() for p in out.rglob("*") if p.is_file()}
-    build_bench_corpora(out, tmp_path / "cache", languages=("en", "de"), progress=False)  # replaces out
+    build_large_corpora(out, tmp_path / "cache", languages=("en", "de"), progress=False)  # replaces out
     assert {p.relative_to(out): p.read_bytes() for p in out.rglob("*") if p.is_file()} == first
-    assert sorted(p.name for p in out.parent.iterdir()) == ["bench-corpora"]  # no temp dirs left behind
+    assert sorted(p.name for p in out.parent.iterdir()) == ["large-corpora"]  # no temp dirs left behind

@@ -7,13 +7,10 @@ from collections.abc import Iterable
 from pathlib import Path
 
 from metaxlm.data.readers import read_freedict
+from metaxlm.languages import NON_LATIN_SCRIPTS, UNSPACED
 
 # bundle language -> FreeDict ISO 639-3 code (package dict-freedict-eng-<code>)
 FREEDICT_LANGS = {"de": "deu", "fr": "fra", "es": "spa", "tr": "tur", "el": "ell", "hi": "hin", "ja": "jpn"}
-# Target scripts that are not Latin: a translation made of ASCII only is a stray English gloss.
-_NON_LATIN_TARGET = {"el", "hi", "ja"}
-# Languages written without spaces: their text has no word list to look a translation up in.
-_UNSEGMENTED = {"ja", "zh"}
 
 _WORD = re.compile(r"[^\W\d_]+(?:['-][^\W\d_]+)*")  # a word: letters, inner hyphen/apostrophe
 _EDGE_PUNCT = " '\"‘’“”.,;:…!?"  # stray quotes/dots left around a translation ("' चिह्न")
@@ -37,7 +34,7 @@ def keep_pair(english: str, foreign: str, lang: str) -> bool:
         return False
     if "\t" in foreign or not any(c.isalpha() for c in foreign):
         return False
-    return not (lang in _NON_LATIN_TARGET and foreign.isascii())
+    return not (lang in NON_LATIN_SCRIPTS and foreign.isascii())  # ASCII only: a stray English gloss
 
 
 def dictionary_pairs(entries: Iterable[tuple[str, list[str]]], lang: str, en_vocab: set[str],
@@ -52,7 +49,8 @@ def dictionary_pairs(entries: Iterable[tuple[str, list[str]]], lang: str, en_voc
             if not keep_pair(english, foreign, lang):
                 continue
             in_en = english.casefold() in en_vocab
-            in_xx = (lang not in _UNSEGMENTED and bool(words := _WORD.findall(foreign.casefold()))
+            # (text without spaces has no word list to look a translation up in)
+            in_xx = (lang not in UNSPACED and bool(words := _WORD.findall(foreign.casefold()))
                      and all(w in xx_vocab for w in words))
             if in_en or in_xx:
                 pairs.add((english, foreign))

@@ -16,14 +16,14 @@ from dataclasses import dataclass, field
 from html.parser import HTMLParser
 from pathlib import Path
 
+from metaxlm.languages import NON_LATIN_SCRIPTS
+
 # Inline span classes kept as labels for the span task (translators keep these in every language).
 SPAN_LABELS = ("menuitem", "keycode", "input", "literal", "emph")
 # Module directory under text/ -> task label. sdatabase is Base's help, so it becomes "sbase".
 MODULE_LABELS = {"swriter": "swriter", "scalc": "scalc", "simpress": "simpress", "sdraw": "sdraw",
                  "smath": "smath", "schart": "schart", "sdatabase": "sbase", "sbase": "sbase",
                  "sbasic": "sbasic", "shared": "shared"}
-# Languages whose script is not Latin: a "translation" with few non-ASCII letters was left in English.
-NON_LATIN = {"ru", "el", "zh", "ja", "ko", "hi"}
 
 _VOID = {"br", "img", "meta", "link", "input", "hr", "col", "area", "base", "wbr", "source", "embed", "param"}
 _SEGMENT_TAGS = {"p", "h1", "h2", "h3", "h4", "h5", "h6"}
@@ -216,7 +216,7 @@ def is_translated(en: str, xx: str, lang: str) -> bool:
     """False when the target is (nearly) the English text left untranslated."""
     if en == xx:
         return False
-    if lang in NON_LATIN:
+    if lang in NON_LATIN_SCRIPTS:  # a "translation" with few non-ASCII letters was left in English
         letters = _letters(xx)
         non_ascii = sum(1 for c in letters if ord(c) > 127)
         return bool(letters) and non_ascii >= max(2, 0.3 * len(letters))

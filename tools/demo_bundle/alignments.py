@@ -14,7 +14,7 @@ from collections import defaultdict
 from dataclasses import dataclass
 from pathlib import Path
 
-from metaxlm.data.demo.libreoffice import stable_key
+from tools.demo_bundle.libreoffice import stable_key
 
 
 @dataclass

@@ -1,0 +1,1 @@
+"""Tests of the dataset-building tools (in `make test`: pyproject testpaths)."""
