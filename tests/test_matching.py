@@ -150,7 +150,7 @@ def test_normalized_falls_back_to_the_other_position():
 
 
 def test_byte_level_pieces():
-    from metaxlm.transfer.matching import _Scheme
+    from metaxlm.transfer.pieces import PieceScheme as _Scheme
 
     s = _Scheme("bytelevel", "Ġ")
     assert s.split("ĠcafÃ©") == (True, "café")
