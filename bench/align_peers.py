@@ -167,7 +167,7 @@ def throughput(timings: dict[str, Timed], sets: dict) -> dict:
 
 
 def by_layer(preds: dict[int, list[set]], aset) -> dict:
-    from metaxlm.evaluation.metrics import alignment_scores
+    from metaxlm.metrics import alignment_scores
 
     layers = sorted(preds)
     scores = [alignment_scores(preds[layer], aset.sure, aset.possible) for layer in layers]
@@ -345,7 +345,7 @@ def run_eflomal(sets: dict, runs: int) -> dict:
 
 
 def _mean_std(values: list[float]) -> dict:
-    from metaxlm.evaluation.metrics import mean_std
+    from metaxlm.metrics import mean_std
 
     return mean_std(values)
 

@@ -3,12 +3,19 @@ import pytest
 import torch
 from transformers import AutoTokenizer, BertConfig, BertModel, BertTokenizerFast
 
+from metaxlm.alignment import (
+    argmax_links,
+    itermax_links,
+    ot_links,
+    pair_batch,
+    sinkhorn,
+    word_links,
+    word_pieces,
+)
 from metaxlm.data.examples import AlignmentSet
 from metaxlm.errors import ConfigError, DataError
-from metaxlm.evaluation.metrics import alignment_scores
-from metaxlm.features.alignment import WordAligner, align_file, alignment_by_layer
-from metaxlm.features.links import argmax_links, itermax_links, ot_links, sinkhorn
-from metaxlm.features.subwords import word_pieces
+from metaxlm.features.alignment import WordAligner, align_file, alignment_by_layer, token_states
+from metaxlm.metrics import alignment_scores
 
 SRC = [s.split() for s in ["das Haus ist klein", "die Katze schläft auf dem roten Stuhl", "房子很小", "das Haus"]]
 TGT = [s.split() for s in ["the house is small", "the cat sleeps on the red chair", "the house is small", "das Haus"]]
@@ -42,7 +49,7 @@ def padded(matrices: list[torch.Tensor]) -> tuple[torch.Tensor, torch.Tensor]:
     return sim, mask
 
 
-def random_similarities(seed: int, sizes=((3, 5), (7, 4), (6, 6), (1, 3), (2, 9))) -> list[torch.Tensor]:
+def random_similarities(seed: int, sizes=((3, 5), (7, 4), (6, 6), (1, 3), (2, 9), (4, 1))) -> list[torch.Tensor]:
     gen = torch.Generator().manual_seed(seed)
     return [torch.rand(m, n, generator=gen, dtype=torch.float64) * 2 - 1 for m, n in sizes]
 
@@ -81,29 +88,45 @@ def test_argmax_and_itermax_by_hand():
     assert itermax_links(cos[:2, :2]).nonzero().tolist() == [[0, 0]]  # ≤ 2 words on a side: one round only
 
 
-def reference_filtering(score: np.ndarray, alpha: float, max_count: int) -> set[tuple[int, int]]:
+def mutual_argmax_by_similarity_tie_break(score: np.ndarray, sim: np.ndarray) -> set[tuple[int, int]]:
+    """Cells that are the maximum of their row and column of `score`, exact ties going to the higher `sim`."""
+    m, n = score.shape
+    row_pick = [max(range(n), key=lambda j, i=i: (score[i, j], sim[i, j], -j)) for i in range(m)]
+    col_pick = [max(range(m), key=lambda i, j=j: (score[i, j], sim[i, j], -i)) for j in range(n)]
+    return {(i, j) for i, j in enumerate(row_pick) if col_pick[j] == i}
+
+
+def reference_filtering(score: np.ndarray, sim: np.ndarray, alpha: float, max_count: int) -> set[tuple[int, int]]:
     """Iterative argmax filtering of one non-negative score matrix, written plainly with loops."""
     m, n = score.shape
-
-    def mutual(s):
-        return {(i, int(s[i].argmax())) for i in range(m) if int(s[:, int(s[i].argmax())].argmax()) == i}
-
-    links = mutual(score)
+    links = mutual_argmax_by_similarity_tie_break(score, sim)
     for _ in range(max_count - 1):
         rows, cols = {i for i, _ in links}, {j for _, j in links}
         if min(m, n) <= 2 or len(rows) == m or len(cols) == n:
             break
         weight = np.array([[min(1.0, alpha * (i not in rows) + alpha * (j not in cols)) for j in range(n)]
                            for i in range(m)])
-        links |= {(i, j) for i, j in mutual(score * weight) if i not in rows or j not in cols}
+        new = mutual_argmax_by_similarity_tie_break(score * weight, sim)
+        links |= {(i, j) for i, j in new if i not in rows or j not in cols}
     return links
+
+
+def exact_plan(x: np.ndarray, eps: float, n_iter: int) -> np.ndarray:
+    """POT's plan, except for a one-row or one-column matrix: its exact plan is uniform (a ⊗ b); POT's carries
+    rounding noise in the last bits, which would decide the argmax."""
+    import ot
+
+    m, n = x.shape
+    if min(m, n) == 1:
+        return np.full((m, n), 1.0 / (m * n))
+    return ot.sinkhorn(ot.unif(m), ot.unif(n), -x, eps, numItermax=n_iter, stopThr=0.0, warn=False)
 
 
 @pytest.mark.parametrize("max_count", [1, 2, 3])
 def test_batched_itermax_and_ot_match_a_plain_reference(max_count):
-    ot = pytest.importorskip("ot")
-    # no 1 x n matrix: its plan is the uniform target marginal, all ties
-    matrices = random_similarities(seed=10 + max_count, sizes=((3, 5), (7, 4), (6, 6), (2, 3), (5, 8), (9, 9)))
+    pytest.importorskip("ot")
+    sizes = ((3, 5), (7, 4), (6, 6), (2, 3), (5, 8), (9, 9), (1, 4), (6, 1), (1, 1))
+    matrices = random_similarities(seed=10 + max_count, sizes=sizes)
     sim, mask = padded(matrices)
     itermax = itermax_links(sim, mask, alpha=0.7, max_count=max_count)
     via_ot = ot_links(sim, mask, eps=0.2, n_iter=2, alpha=0.7, max_count=max_count)
@@ -111,9 +134,63 @@ def test_batched_itermax_and_ot_match_a_plain_reference(max_count):
         m, n = x.shape
         assert not itermax[b, m:].any() and not itermax[b, :, n:].any()
         got = {tuple(ij) for ij in itermax[b].nonzero().tolist()}
-        assert got == reference_filtering(((x + 1) / 2).numpy(), 0.7, max_count)
-        plan = ot.sinkhorn(ot.unif(m), ot.unif(n), -x.numpy(), 0.2, numItermax=2, stopThr=0.0, warn=False)
-        assert {tuple(ij) for ij in via_ot[b].nonzero().tolist()} == reference_filtering(plan, 0.7, max_count)
+        assert got == reference_filtering(((x + 1) / 2).numpy(), x.numpy(), 0.7, max_count)
+        plan = exact_plan(x.numpy(), 0.2, 2)
+        assert {tuple(ij) for ij in via_ot[b].nonzero().tolist()} == reference_filtering(plan, x.numpy(), 0.7,
+                                                                                        max_count)
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float64])
+def test_ot_links_a_one_token_side_to_its_most_similar_token(dtype):
+    """The plan of a 1 × n (or m × 1) matrix is uniform, so the plan alone cannot choose: the link must go to
+    the most similar token, for every such matrix, not to whichever cell rounding made largest."""
+    gen = torch.Generator().manual_seed(0)
+    for shape in [(1, 2), (1, 5), (1, 17), (2, 1), (4, 1), (9, 1)] * 20:
+        x = (torch.rand(shape, generator=gen, dtype=torch.float64) * 2 - 1).to(dtype)
+        want = torch.zeros(shape, dtype=torch.bool)
+        want.view(-1)[x.view(-1).argmax()] = True
+        for n_iter in (1, 2, 5):
+            assert torch.equal(ot_links(x, eps=0.2, n_iter=n_iter, alpha=0.9, max_count=2), want), (x, n_iter)
+        plan = sinkhorn(x, eps=0.2, n_iter=2)
+        assert (plan == plan.view(-1)[0]).all() and plan.sum().item() == pytest.approx(1.0)
+
+
+@pytest.mark.parametrize("method", ["ot", "itermax", "argmax"])
+def test_links_of_a_pair_do_not_depend_on_the_other_pairs_of_the_batch(method):
+    def links(sim, mask):
+        if method == "ot":
+            return ot_links(sim, mask, eps=0.2, n_iter=2, alpha=0.9, max_count=2)
+        return itermax_links(sim, mask) if method == "itermax" else argmax_links(sim, mask)
+
+    gen = torch.Generator().manual_seed(1)
+    shapes = [(1, 3), (1, 7), (5, 1), (1, 1), (2, 2), (3, 6), (8, 5), (12, 11), (1, 4), (3, 1), (1, 12), (9, 1)]
+    matrices = [torch.rand(shape, generator=gen) * 2 - 1 for shape in shapes]
+    alone = [links(x, None) for x in matrices]
+    for seed in range(40):  # the same pairs in differently composed and padded batches
+        order = torch.randperm(len(matrices), generator=torch.Generator().manual_seed(seed)).tolist()
+        group = order[:1 + seed % len(order)]
+        extra = [torch.rand(int(torch.randint(1, 20, (1,), generator=gen)), int(torch.randint(1, 20, (1,),
+                            generator=gen)), generator=gen) * 2 - 1 for _ in range(seed % 3)]
+        sim, mask = padded([matrices[k] for k in group] + extra)
+        got = links(sim, mask)
+        for q, k in enumerate(group):
+            m, n = matrices[k].shape
+            assert torch.equal(got[q, :m, :n], alone[k]) and not got[q, m:].any() and not got[q, :, n:].any()
+
+
+def test_itermax_cosines_rounded_below_minus_one_are_not_nan():
+    """fp32 cosines of unit vectors and their opposites round below −1; log((cos + 1) / 2) would be NaN, and
+    argmax takes NaN for the maximum, linking exactly the opposite tokens."""
+    gen = torch.Generator().manual_seed(0)
+    unit = torch.nn.functional.normalize(torch.randn(64, 32, generator=gen), dim=-1)
+    v = unit[((unit * -unit).sum(-1) < -1).nonzero()[0, 0]]  # a vector whose opposite has cosine < −1
+    w = torch.nn.functional.normalize(v + 0.5 * unit[0], dim=0)
+    src, tgt = torch.stack([v, unit[1]]), torch.stack([-v, w])
+    cos = (src.unsqueeze(1) * tgt.unsqueeze(0)).sum(-1)  # the reduction that picked v
+    assert cos[0, 0] < -1
+    links = itermax_links(cos)
+    assert not links[0, 0] and links[0, 1]  # v goes with w, the similar one, never with −v
+    assert links.tolist() == argmax_links((cos + 1) / 2).tolist()  # the same order, no NaN
 
 
 # --- sub-words -> words ----------------------------------------------------------------------------------
@@ -143,6 +220,25 @@ def test_word_pieces_wordpiece():
     assert empty.rows == [] and empty.words == []
 
 
+def test_pair_batch_and_word_links():
+    """Sub-word links become word links (two pieces aligned ⇒ their words aligned); padding never links."""
+    src_states = [torch.eye(4)[:3], torch.eye(4)[:1]]  # pair 0: 3 pieces (words 0, 0, 1); pair 1: one piece
+    tgt_states = [torch.eye(4)[[1, 2, 0]], torch.eye(4)[[3, 0]]]
+    src_words = [torch.tensor([0, 0, 1]), torch.tensor([0])]
+    tgt_words = [torch.tensor([0, 1, 1]), torch.tensor([0, 1])]
+    pairs = pair_batch(src_states, tgt_states, src_words, tgt_words)
+    assert pairs.sim.shape == pairs.mask.shape == (2, 3, 3)
+    assert pairs.mask[1].tolist() == [[True, True, False], [False, False, False], [False, False, False]]
+    assert pairs.src_words.tolist() == [[0, 0, 1], [0, -1, -1]]
+    links = argmax_links(pairs.sim, pairs.mask)  # piece i of pair 0 matches the target piece equal to it
+    assert links[0].nonzero().tolist() == [[0, 2], [1, 0], [2, 1]] and links[1].nonzero().tolist() == [[0, 1]]
+    assert word_links(links, pairs.src_words, pairs.tgt_words) == [{(0, 1), (0, 0), (1, 1)}, {(0, 1)}]
+    everything = torch.ones_like(links)  # links in the padding are dropped
+    assert word_links(everything, pairs.src_words, pairs.tgt_words)[1] == {(0, 0), (0, 1)}
+    with pytest.raises(ValueError, match="as many"):
+        pair_batch(src_states, tgt_states[:1], src_words, tgt_words)
+
+
 # --- the aligner ------------------------------------------------------------------------------------------
 
 @pytest.mark.parametrize("method", ["argmax", "itermax"])
@@ -169,6 +265,22 @@ def test_all_layers_from_one_pass_equal_single_layer_runs_and_each_sentence_is_e
     assert all(0 <= i < len(s) and 0 <= j < len(t) for links, s, t in zip(together[3], SRC, TGT, strict=True)
                for i, j in links)
     assert together[3][3] == {(0, 0), (1, 1)}  # identical pair
+
+
+def test_one_word_lines_align_the_same_whatever_shares_their_pair_batch(model, tokenizer):
+    """A one-piece line (like "Ja"; "Haus" is one piece in the test vocabulary) links to exactly one target word,
+    the same one alone or among other pairs."""
+    src, tgt = [["Haus"], *SRC, ["Haus"]], [["a", "house", "."], *TGT, ["the", "small", "house"]]
+    [pieces] = word_pieces(tokenizer, [["Haus"]], limit=512)
+    assert len(pieces.keep) == 1  # one sub-word: its 1 × n plan is uniform
+    runs = [WordAligner(model, tokenizer, method="ot", precision="fp32", max_count=2, pair_batch_size=size)
+            .align(src, tgt, layer=2) for size in (1, 2, 256)]
+    assert runs[0] == runs[1] == runs[2]
+    for k in (0, -1):  # the link goes to the word of the most similar target piece
+        sides = word_pieces(tokenizer, [src[k], tgt[k]], limit=512)
+        states = token_states(model, tokenizer, sides, [2], precision="fp32")[2]
+        best = int((states[0] @ states[1].T)[0].argmax())
+        assert runs[0][k] == {(0, sides[1].words[best])}
 
 
 def test_alignment_by_layer_scores_with_the_shared_metric(model, tokenizer):

@@ -4,6 +4,7 @@ from transformers import AutoTokenizer, BertConfig, BertModel, DistilBertConfig,
 
 from metaxlm.errors import ConfigError
 from metaxlm.features.layers import LayerRunner, encode_layers, inference, max_positions, resolve_layers
+from metaxlm.models.pooling import cls_pool, mean_pool
 
 TEXTS = ["the house is small", "das Haus ist klein und die Katze schläft auf dem roten Stuhl",
          "кошка спит", "房子很小", "the cat sleeps on the red chair near an open window and the house is small"]
@@ -106,3 +107,15 @@ def test_layer_and_option_errors(tokenizer):
         encode_layers(model, tokenizer, TEXTS, pooling="max")
     with pytest.raises(ConfigError, match="precision"):
         encode_layers(model, tokenizer, TEXTS, precision="fp16")
+
+
+def test_mean_pool_ignores_padding_and_an_empty_row_gives_zeros():
+    torch.manual_seed(0)
+    hidden = torch.randn(3, 5, 4, dtype=torch.float64)
+    mask = torch.tensor([[1, 1, 1, 1, 1], [1, 1, 0, 0, 0], [0, 0, 0, 0, 0]])
+    pooled = mean_pool(hidden, mask)
+    torch.testing.assert_close(pooled[0], hidden[0].mean(0))
+    torch.testing.assert_close(pooled[1], hidden[1, :2].mean(0))  # the padding's states do not count
+    assert pooled[2].tolist() == [0.0] * 4
+    assert pooled.dtype == torch.float64 and torch.equal(mean_pool(hidden, mask.bool()), pooled)
+    assert torch.equal(cls_pool(hidden), hidden[:, 0])

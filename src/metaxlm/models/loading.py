@@ -1,13 +1,17 @@
-"""Loading HF models quietly: transformers reports expected differences (a dropped MLM head, a new task head)
-and shows a progress bar; both are noise where metaxlm checks the weights itself."""
+"""Helpers for loading HF models, shared by the feature probes and fine-tuning."""
 
 from __future__ import annotations
 
 from contextlib import contextmanager
 
+__all__ = ["quiet_transformers"]
+
 
 @contextmanager
 def quiet_transformers():
+    """Silence transformers' load report and progress bar while loading. A pretraining checkpoint has an MLM
+    head and no task head: the report of unexpected/missing weights is then expected, and callers check the
+    weights that matter themselves."""
     from transformers.utils import logging as hf_logging
 
     verbosity, bar = hf_logging.get_verbosity(), hf_logging.is_progress_bar_enabled()

@@ -47,7 +47,7 @@ class ClassificationTask(Task):
         return predictions
 
     def score(self, examples, predictions, *, metric: str, lang: str | None = None) -> float:
-        from metaxlm.evaluation.metrics import accuracy
+        from metaxlm.metrics import accuracy
 
         return accuracy(predictions, [ex.label for ex in examples])
 

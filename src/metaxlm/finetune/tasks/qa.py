@@ -95,7 +95,7 @@ class QATask(Task):
         return predictions
 
     def score(self, examples, predictions, *, metric: str, lang: str | None = None) -> float:
-        from metaxlm.evaluation.metrics import squad_em_f1
+        from metaxlm.metrics import squad_em_f1
 
         references = {ex.id: [text for text, _ in ex.answers] for ex in examples}
         scores = squad_em_f1(predictions, references, lang=lang if self.normalization == "mlqa" else None)

@@ -65,7 +65,7 @@ def token_offsets(encoding, index: int) -> list[tuple[int, int] | None]:
 
 def bio_roundtrip_f1(tokenizer, examples: Sequence[SpanExample], max_length: int = 512) -> float:
     """Span F1 of gold → BIO → spans: the ceiling the tokenizer's sub-word boundaries allow."""
-    from metaxlm.evaluation.metrics import span_f1
+    from metaxlm.metrics import span_f1
 
     enc = tokenizer([ex.text for ex in examples], return_offsets_mapping=True, truncation=True, max_length=max_length)
     pred = []
@@ -109,6 +109,6 @@ class SpanTask(Task):
         return predictions
 
     def score(self, examples, predictions, *, metric: str, lang: str | None = None) -> float:
-        from metaxlm.evaluation.metrics import span_f1
+        from metaxlm.metrics import span_f1
 
         return span_f1(predictions, [set(ex.spans) for ex in examples])["f1"]

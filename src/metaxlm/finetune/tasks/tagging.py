@@ -72,7 +72,7 @@ class TaggingTask(Task):
         return predictions
 
     def score(self, examples, predictions, *, metric: str, lang: str | None = None) -> float:
-        from metaxlm.evaluation.metrics import accuracy, seqeval_f1
+        from metaxlm.metrics import accuracy, seqeval_f1
 
         gold = [list(ex.tags) for ex in examples]
         if metric == "seqeval_f1":

@@ -1,10 +1,12 @@
-"""Sub-word tokens of pre-split sentences, their words, and their hidden states per layer.
+"""Sub-word tokens of pre-split sentences and their words; padded batches of sentence pairs; sub-word links
+to word links (two sub-words aligned ⇒ their words aligned).
 
 The word of each sub-word comes from the fast tokenizer (`is_split_into_words=True`, `word_ids()`), which
 works the same for sentencepiece (XLM-R) and WordPiece (BERT) vocabularies. Special tokens and bare '▁'
 pieces (sentencepiece emits one before many words, e.g. punctuation and CJK; it carries no word content) stay
 in the encoder input but are left out of the alignment problem. A sentence longer than the model's positions is
 split into chunks encoded separately (each with the special tokens), so every word keeps its states.
+The encoder run itself is the caller's (evaluation: `features.alignment.token_states`).
 """
 
 from __future__ import annotations
@@ -14,11 +16,11 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 
 import torch
-import torch.nn.functional as F
-from tqdm import tqdm
+from torch.nn.utils.rnn import pad_sequence
 
 from metaxlm.errors import ConfigError
-from metaxlm.features.layers import LayerRunner, inference, length_sorted_batches, pad_batch, pad_id
+
+__all__ = ["BARE_PIECE", "PairBatch", "WordPieces", "pair_batch", "word_links", "word_pieces"]
 
 BARE_PIECE = "▁"  # sentencepiece's word-boundary marker on its own
 
@@ -76,29 +78,35 @@ def word_pieces(tokenizer, sentences: Sequence[Sequence[str]], limit: int) -> li
     return out
 
 
-def token_states(model, tokenizer, sentences: Sequence[WordPieces], layers: Sequence[int], *, batch_size: int = 64,
-                 precision: str = "bf16", progress: bool = False) -> dict[int, list[torch.Tensor]]:
-    """{layer: [per sentence (n_kept_tokens, hidden) unit vectors]} from one forward pass per batch of rows."""
-    rows = [(k, r) for k, s in enumerate(sentences) for r in range(len(s.rows))]
-    lengths = [len(sentences[k].rows[r]) for k, r in rows]
-    parts: dict[int, dict[tuple[int, int], torch.Tensor]] = {layer: {} for layer in layers}
-    runner = LayerRunner(model, layers)
-    with inference(model, precision):
-        for batch in tqdm(length_sorted_batches(lengths, batch_size), desc="encode", unit="batch",
-                          disable=not progress):
-            input_ids, attention_mask = pad_batch([sentences[rows[b][0]].rows[rows[b][1]] for b in batch],
-                                                  pad_id(tokenizer))
-            for layer, states in runner(input_ids, attention_mask).items():
-                for position, b in enumerate(batch):
-                    k, r = rows[b]
-                    start, end = sentences[k].spans[r]
-                    parts[layer][k, r] = states[position, start:end].cpu().clone()  # not a view of the padded batch
-    hidden = model.config.hidden_size
-    out: dict[int, list[torch.Tensor]] = {}
-    for layer in layers:
-        out[layer] = []
-        for k, s in enumerate(sentences):
-            tokens = [parts[layer][k, r] for r in range(len(s.rows))]
-            states = torch.cat(tokens)[s.keep] if tokens else torch.zeros(0, hidden)
-            out[layer].append(F.normalize(states, dim=-1))  # unit vectors: dot products are cosines
-    return out
+@dataclass
+class PairBatch:
+    """A padded batch of sentence pairs: the token similarity matrices and the word of every token."""
+
+    sim: torch.Tensor  # (batch, m, n) dot products of source and target token states (cosines for unit vectors)
+    mask: torch.Tensor  # (batch, m, n) True on the real (source token, target token) cells
+    src_words: torch.Tensor  # (batch, m) word index of each source token, -1 on padding
+    tgt_words: torch.Tensor  # (batch, n)
+
+
+def pair_batch(src_states: Sequence[torch.Tensor], tgt_states: Sequence[torch.Tensor],
+               src_words: Sequence[torch.Tensor], tgt_words: Sequence[torch.Tensor]) -> PairBatch:
+    """Pad per-pair token states ((tokens, hidden) each) and word indices ((tokens,) long each) into one batch."""
+    if not len(src_states) == len(tgt_states) == len(src_words) == len(tgt_words):
+        raise ValueError(f"pair_batch needs as many states as word lists on each side, got {len(src_states)}, "
+                         f"{len(tgt_states)}, {len(src_words)}, {len(tgt_words)}")
+    src = pad_sequence(list(src_states), batch_first=True)
+    tgt = pad_sequence(list(tgt_states), batch_first=True)
+    src_word = pad_sequence(list(src_words), batch_first=True, padding_value=-1)
+    tgt_word = pad_sequence(list(tgt_words), batch_first=True, padding_value=-1)
+    mask = (src_word >= 0).unsqueeze(2) & (tgt_word >= 0).unsqueeze(1)
+    return PairBatch(torch.bmm(src, tgt.transpose(1, 2)), mask, src_word, tgt_word)
+
+
+def word_links(token_links: torch.Tensor, src_words: torch.Tensor, tgt_words: torch.Tensor) -> list[set[tuple[int, int]]]:
+    """0-based (source word, target word) links per pair from boolean (batch, m, n) sub-word links: two sub-words
+    aligned ⇒ their words aligned. `src_words` (batch, m) and `tgt_words` (batch, n) as in `PairBatch`."""
+    result: list[set[tuple[int, int]]] = [set() for _ in range(token_links.shape[0])]
+    b, i, j = (token_links & (src_words >= 0).unsqueeze(2) & (tgt_words >= 0).unsqueeze(1)).nonzero(as_tuple=True)
+    for q, x, y in zip(b.tolist(), src_words[b, i].tolist(), tgt_words[b, j].tolist(), strict=True):
+        result[q].add((x, y))
+    return result

@@ -3,6 +3,8 @@
 Fractions in 0..1, except QA exact match / F1 which are percentages (0..100) like the official scripts.
 Corpus-level metrics (span F1, alignment scores) sum counts over all examples before dividing, as
 conlleval, seqeval and the AER scripts of SimAlign / XLM-Align do; they do not average per example.
+A module of its own, importing no other part of metaxlm: the feature probes, fine-tuning and the evaluation
+recipe all score with it.
 """
 
 from __future__ import annotations

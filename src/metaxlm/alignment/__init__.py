@@ -1,0 +1,13 @@
+"""The alignment core shared by evaluation (`features.alignment`) and pretraining objectives: entropic OT on
+similarity matrices (`ot`), links from batches of similarity matrices (`links`: argmax, itermax, XLM-Align's
+OT aligner) and sub-word pieces of pre-split sentences with their word links (`subwords`).
+
+Needs only torch and a fast tokenizer: nothing here imports features, evaluation, finetune, pretrain or report.
+"""
+
+from metaxlm.alignment.links import SIMALIGN_ALPHA, SIMALIGN_MAX_COUNT, argmax_links, itermax_links, ot_links
+from metaxlm.alignment.ot import log_sinkhorn, sinkhorn
+from metaxlm.alignment.subwords import BARE_PIECE, PairBatch, WordPieces, pair_batch, word_links, word_pieces
+
+__all__ = ["BARE_PIECE", "SIMALIGN_ALPHA", "SIMALIGN_MAX_COUNT", "PairBatch", "WordPieces", "argmax_links",
+           "itermax_links", "log_sinkhorn", "ot_links", "pair_batch", "sinkhorn", "word_links", "word_pieces"]
