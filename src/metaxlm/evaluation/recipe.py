@@ -23,6 +23,7 @@ from typing import Any
 from metaxlm.config import AlignmentEvalSpec, EvalConfig, RetrievalEvalSpec, RunConfig
 from metaxlm.errors import ConfigError, MetaXLMError
 from metaxlm.io import atomic_write_json, json_safe
+from metaxlm.rundir import RunDir
 
 
 @dataclass(frozen=True)
@@ -36,29 +37,27 @@ class ModelToEvaluate:
 
 
 def eval_dir(cfg: RunConfig) -> Path:
-    return Path(cfg.output_dir) / "eval"
+    return RunDir.of(cfg).eval
 
 
 def models_to_evaluate(cfg: RunConfig) -> list[ModelToEvaluate]:
-    from metaxlm.pretrain.recipe import variant_dir
-
     ecfg = cfg.evaluate
-    run = Path(cfg.output_dir)
+    run = RunDir.of(cfg)
     models = []
     for variant in cfg.variants if ecfg.variants is None else ecfg.variants:
         if variant not in cfg.variants:
             raise ConfigError(f"evaluate.variants: no variant {variant!r} (variants: {', '.join(cfg.variants)})")
-        vdir = variant_dir(cfg, variant)
-        final = vdir / "final"
+        vdir = run.variant(variant)
+        final = vdir.final
         if not (final / "config.json").exists():
             raise MetaXLMError(f"variant {variant}: no pretrained model at {final}: run the pretrain stage first")
-        summary = json.loads((vdir / "summary.json").read_text()) if (vdir / "summary.json").exists() else {}
+        summary = json.loads(vdir.summary.read_text()) if vdir.summary.exists() else {}
         final_step = summary.get("steps")
         if ecfg.checkpoints:
-            for ckpt in sorted((vdir / "ckpt").glob("step_*")):
+            for ckpt in sorted(vdir.ckpt.glob("step_*")):
                 step = int(ckpt.name.removeprefix("step_"))
                 if final_step is None or step < final_step:
-                    models.append(ModelToEvaluate(f"{variant}@step{step}", ckpt, run / "vocab", variant, step, False))
+                    models.append(ModelToEvaluate(f"{variant}@step{step}", ckpt, run.vocab, variant, step, False))
         models.append(ModelToEvaluate(variant, final, final, variant, final_step))
     for name, path in ecfg.models.items():
         if not (Path(path) / "config.json").exists():

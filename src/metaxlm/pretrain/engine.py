@@ -94,12 +94,6 @@ def _gathered_weights(acc, module) -> dict | None:
     return {k.removeprefix("model."): v for k, v in full.items() if k.startswith("model.")}
 
 
-def _real_tokens(batch) -> int:
-    """Tokens of a batch that are not padding (mono batches have none)."""
-    masks = [v for k, v in batch.tensors.items() if k.endswith("mask")]
-    return int(sum(int(m.sum()) for m in masks)) if masks else batch.input_ids.numel()
-
-
 class RunLog:
     """metrics.jsonl (always) and TensorBoard (when installed), written by the main process only."""
 
@@ -265,7 +259,7 @@ def pretrain(*, model, tokenizer, train_data: dict, heldout_data: dict, cfg: Tra
             objective.after_step(hf_model)
 
         # log, evaluate, save
-        step_tokens = sum(_real_tokens(b) for b in batches.values())
+        step_tokens = sum(b.num_tokens for b in batches.values())
         tokens += step_tokens
         secs = time.perf_counter() - t0
         last = {"step": step, "loss": loss_total, "lr": scheduler.get_last_lr()[0], "grad_norm": float(grad_norm),
