@@ -126,7 +126,7 @@ def check_pair_rows(batch, tok, pairs, seq_len, *, truncated_ok=False):
     ids, mask, side = (batch.tensors[k] for k in ("input_ids", "attention_mask", "side"))
     assert ids.shape == mask.shape == side.shape and ids.dtype == mask.dtype == side.dtype == torch.long
     lengths = mask.sum(1)
-    assert ids.shape[1] == padded_length(int(lengths.max()), seq_len) and ids.shape[1] % 8 == 0 or ids.shape[1] == seq_len
+    assert ids.shape[1] == padded_length(int(lengths.max()), seq_len) and (ids.shape[1] % 8 == 0 or ids.shape[1] == seq_len)
     rows = []
     for i in range(len(ids)):
         n = int(lengths[i])
@@ -339,6 +339,8 @@ def test_segments_walk_a_long_text_in_order_and_skip_unsplittable_ones():
     assert len(walked) > 500 and walked == (text * 2)[:len(walked)]  # nothing lost, nothing repeated
     assert all(1 <= len(x) <= 14 and 1 <= len(y) <= 14 for x, y in parts)
     assert 2 <= seg.stats["skipped_short_texts"] <= 4 and seg.stats["rows"] == 20  # the 1- and 0-token texts
+    two = source("segments", {"xx": datasets.Dataset.from_dict({"input_ids": [[SRC0, SRC0 + 1]]})}, seq_len=8)
+    assert check_sides(two.next_batch(2), TOK, 8) == [((SRC0,), (SRC0 + 1,))] * 2  # one token per segment
     with pytest.raises(DataError, match="no text has the 2 tokens"):
         source("segments", {"xx": datasets.Dataset.from_dict({"input_ids": [[5], [6]]})})
 
@@ -415,3 +417,11 @@ def test_batch_rows_slice_every_tensor_and_num_tokens_counts_real_ones():
         Batch("pair", ["en-de"], {"input_ids": torch.zeros(2, 3, dtype=torch.long)})
     legacy = Batch(torch.ones(2, 4, dtype=torch.long), ["en", "de"])  # the pre-issue-8 form, until the engine switches
     assert legacy.kind == "mono" and legacy.input_ids.shape == (2, 4)
+
+
+@pytest.mark.parametrize("kind", ["mono", "pair", "pair_sides", "segments"])
+def test_every_kind_reads_rows_zero_copy(prepared, tok, kind):
+    data = load_prepared(prepared / "prepared", BATCH_SOURCES.get(kind).data)
+    src = source(kind, data, seq_len=32, tokenizer=tok)
+    columns = [c for s in src.streams.values() for c in ((s.ids,) if hasattr(s, "ids") else (s.src, s.tgt))]
+    assert columns and all(c.fast is not None for c in columns)
