@@ -266,6 +266,9 @@ def pretrain(*, model, tokenizer, train_data: dict, heldout_data: dict, cfg: Tra
                 "tokens_per_s": step_tokens / secs, "tokens": tokens}
         if len(names) > 1:
             last.update({f"loss/{n}": v for n, v in per_objective.items()})
+        # what the batch sources had to cut or skip (truncated pairs, empty sides), cumulative
+        last.update({f"data/{kind}/{k}": v for kind, source in sources.items() for k, v in source.stats.items()
+                     if k != "rows"})
         bar.set_postfix(loss=f"{loss_total:.3f}", tok_s=f"{last['tokens_per_s']:.0f}")
         bar.update()
         if step % cfg.log_every == 0 or step == cfg.steps:
