@@ -41,7 +41,7 @@ from metaxlm.transfer.coverage import (  # re-exported: the old import path
     coverage_report,
     write_coverage_report,
 )
-from metaxlm.transfer.dictionaries import load_dictionaries
+from metaxlm.transfer.dictionaries import TranslationTable, load_dictionaries
 from metaxlm.transfer.pieces import SPECIALS, scheme_of, special_ids
 from metaxlm.transfer.tokenizer_rules import (
     is_cjk,
@@ -66,6 +66,8 @@ class SourceIndex:
         self.norm = normalizer_for(src_tokenizer)
         self.splits_cjk = splits_cjk(src_tokenizer)
         self.splits_punct = splits_punct(src_tokenizer)
+        # An uncased source lower-cases every text itself; a cased one needs the case variants of `word`.
+        self.cased = self.key("A") != self.key("a")
         specials = special_ids(src_tokenizer)
         self.exact: dict[tuple[bool, str], int] = {}
         self.normalized: dict[tuple[bool, str], int] = {}
@@ -110,7 +112,19 @@ class SourceIndex:
         return None
 
     def word(self, text: str) -> int | None:
-        """A whole source word (word-start piece) for an English word: exact, else normalized."""
+        """A whole source word (word-start piece) for an English word: exact, else normalized; for a cased
+        source, then the same for its lower-case and its capitalised spelling ("germany" -> "Germany",
+        "Cat" -> "cat"): the spelling of the dictionary first, so "window" never becomes "Window"."""
+        variants = [text]
+        if self.cased:
+            variants += [v for v in (text.lower(), text[:1].upper() + text[1:]) if v != text]
+        for variant in variants:
+            found = self._word(variant)
+            if found is not None:
+                return found
+        return None
+
+    def _word(self, text: str) -> int | None:
         if (True, text) in self.exact:
             return self.exact[(True, text)]
         key = self.key(text)
@@ -157,7 +171,8 @@ def match_vocab(src_tokenizer, tgt_tokenizer, *,
     n_tgt = len(tgt_tokenizer)
     tgt_pieces = [str(p) for p in tgt_tokenizer.convert_ids_to_tokens(list(range(n_tgt)))]
     id_to_src = {i: p for p, i in src_tokenizer.get_vocab().items()}
-    translations = load_dictionaries(dictionaries, src.norm) if (use_dict and dictionaries) else {}
+    translations = TranslationTable(load_dictionaries(dictionaries, src.norm) if (use_dict and dictionaries) else {},
+                                    ignore_case=src.cased)
 
     sources: list[list[int]] = [[] for _ in range(n_tgt)]
     rules = ["fallback"] * n_tgt
@@ -185,7 +200,7 @@ def match_vocab(src_tokenizer, tgt_tokenizer, *,
             continue
         if translations and ws:
             ids: list[int] = []
-            for english in translations.get(src.key(text), ()):
+            for english in translations.get(src.key(text)):
                 i = src.word(english)
                 if i is not None and i not in ids:
                     ids.append(i)
