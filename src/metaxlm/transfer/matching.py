@@ -13,7 +13,10 @@ in order, the first rule that applies wins:
                      same position first, then in the other one;
 4. ``dict``       -- (use_dict) a word-start piece whose normalized text is a foreign word of a bilingual
                      dictionary: its English translations, each matched exactly/normalized as a whole
-                     source word; all matched translations are averaged;
+                     source word; all matched translations are averaged. With a cased source both look-ups
+                     also ignore case (`TranslationTable`, `SourceIndex.word`): MUSE entries are lower-case,
+                     so "▁Fenster" finds "fenster" -> "window", and "germany" finds "Germany" when the
+                     vocabulary has no "germany" (the dictionary's own spelling first);
 5. ``fallback``   -- nothing matched (empty `sources`); `initialize_from_source` decides (random / mean).
 
 Only source pieces the source can produce are matched: a piece its own normalizer changes ("Haus" in an
@@ -26,9 +29,24 @@ used; a single such character matches the source's word piece "東" / "." from e
 東 京, "),"), when neither the rules above nor the dictionary match it and every word is in the source
 vocabulary, gets the mean of those words (rule ``normalized``, last before fallback).
 
+Against the paper (MetaXLM, §3.2: "first directly search the word in the monolingual vocabulary, and then
+search the normalized word"; with dictionaries, "first searching the word translation in the
+dictionaries, and then applying the mapping strategy"), which leaves the details open:
+
+- it speaks of words; here the units are pieces, matched in their position (word start / continuation),
+  and only word-start pieces are looked up in a dictionary;
+- "normalized" is not defined there; here it is NFKC plus the source tokenizer's own normalizer, so a
+  normalized match is one the source itself would make (in the other position when the same one has none);
+- its dictionary sentence can be read as translating every word first; here a piece is matched by itself
+  first and the dictionary only serves pieces that match nothing, so a piece spelled like an English word
+  keeps that word even where the dictionary translates it otherwise (German "Gift", poison -> "gift");
+- several translations: the paper does not say; here the embeddings of all matched ones are averaged;
+- special tokens by role, the case-insensitive dictionary look-up for cased sources, and the split into
+  the source's own words are additions; the coverage report (`coverage`) shows what each rule contributed.
+
 The parts live beside this module: `tokenizer_rules` (the source's normalizer and isolated characters),
-`pieces` (word-start markers, special tokens), `dictionaries` (reading en-<lang> files), `vocab_match`
-(the result), `coverage` (the report of a result).
+`pieces` (word-start markers, special tokens), `dictionaries` (reading en-<lang> files, the case-insensitive
+table), `vocab_match` (the result), `coverage` (the report of a result).
 """
 
 from __future__ import annotations
