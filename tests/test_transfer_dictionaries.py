@@ -6,7 +6,7 @@ import lzma
 import pytest
 
 from metaxlm.errors import DataError
-from metaxlm.transfer.dictionaries import dictionaries_in, load_dictionaries
+from metaxlm.transfer.dictionaries import TranslationTable, dictionaries_in, load_dictionaries
 
 
 def test_dictionaries_in(tmp_path):
@@ -48,3 +48,17 @@ def test_bad_dictionary_line_names_file_and_line(tmp_path):
     path.write_text("dog\tHund\ncat\tKatze\textra\n", encoding="utf-8")
     with pytest.raises(DataError, match=r"en-de.txt:2: expected 'source<TAB>target'"):
         load_dictionaries({"de": path})
+
+
+def test_translation_table_case_insensitive_look_up():
+    entries = {"Laden": ["shop"], "laden": ["load", "shop"], "fenster": ["window"], "Arm": ["arm"], "ARM": ["ARM"]}
+    table = TranslationTable(entries, ignore_case=True)
+    assert table.get("Laden") == ["shop"] and table.get("laden") == ["load", "shop"]  # same spelling wins
+    assert table.get("Fenster") == ["window"] and table.get("FENSTER") == ["window"]
+    assert table.get("LADEN") == ["shop", "load"]  # several entries of that lower case: merged, in order
+    assert table.get("arm") == ["arm", "ARM"]
+    assert table.get("Tür") == [] and table.get("") == []
+
+    exact = TranslationTable(entries, ignore_case=False)  # an uncased source: keys already lower-cased
+    assert exact.get("Fenster") == [] and exact.get("fenster") == ["window"]
+    assert not TranslationTable({}, ignore_case=True) and table

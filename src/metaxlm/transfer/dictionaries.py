@@ -9,7 +9,7 @@ from pathlib import Path
 
 from metaxlm.errors import DataError
 
-__all__ = ["dictionaries_in", "load_dictionaries"]
+__all__ = ["TranslationTable", "dictionaries_in", "load_dictionaries"]
 
 
 def dictionaries_in(directory: str | Path, langs: Iterable[str] | None = None) -> dict[str, Path]:
@@ -59,3 +59,32 @@ def load_dictionaries(dictionaries: Mapping[str, str | Path | Mapping[str, list[
             for english, foreign in read_muse_dict(value):
                 add(foreign, english)
     return out
+
+
+class TranslationTable:
+    """Foreign word -> English translations, looked up as is, then (with `ignore_case`) case-insensitively.
+
+    MUSE dictionaries are lower-case, while a cased source keeps "Fenster" as is: without the second look-up
+    every capitalised piece (every German noun, every sentence-initial word) would miss its entry. An entry
+    spelled like the piece wins ("Laden" shop, not "laden" load); otherwise the translations of every entry
+    with the same lower case are taken, in dictionary order. For an uncased source, whose normalizer has
+    already lower-cased both sides, the second look-up could add nothing and is not made.
+    """
+
+    def __init__(self, translations: Mapping[str, list[str]], *, ignore_case: bool):
+        self.translations = dict(translations)
+        self.by_lower: dict[str, list[str]] = {}
+        if ignore_case:
+            for key, english in self.translations.items():
+                merged = self.by_lower.setdefault(key.lower(), [])
+                merged.extend(e for e in english if e not in merged)
+
+    def __bool__(self) -> bool:
+        return bool(self.translations)
+
+    def get(self, word: str) -> list[str]:
+        """The English translations of a (normalized) foreign word; [] when it has none."""
+        found = self.translations.get(word)
+        if found is not None:
+            return found
+        return self.by_lower.get(word.lower(), [])

@@ -10,6 +10,14 @@ Parameters fall in two groups:
   `match.sources[t]`.
 
 Modes: "none" (random init, the XLM baseline), "body", "emb", "both" (MetaXLM).
+
+Against the paper (MetaXLM, §3.2 and Table 5: "Body" = the Transformer body, "Emb" = the word
+embeddings): it does not say where the position/token-type embeddings, the embedding LayerNorm and the MLM
+head transform go; here they go with the body, as they are vocabulary-independent. It does not say what
+unmatched word embeddings get either: here the target's own random init or the mean of the matched rows
+(`fallback`). Its frozen variant updates "only the embedding layers and the language modeling head";
+`freeze_body` reads that as the word embeddings and the MLM head (transform + decoder bias), so the
+position/token-type embeddings and the embedding LayerNorm stay frozen with the encoder.
 """
 
 from __future__ import annotations
@@ -60,7 +68,8 @@ def body_parameter_names(model) -> list[str]:
 
 def freeze_body(model) -> list[str]:
     """requires_grad=False on everything except the word embeddings and the MLM head (transform + decoder
-    bias); return the names of the frozen parameters."""
+    bias); return the names of the frozen parameters. Position/token-type embeddings and the embedding
+    LayerNorm are frozen too (see the module docstring for this reading of the paper's variant)."""
     trainable = {id(p) for p in _embedding_params(model)}
     frozen = []
     for name, p in model.named_parameters():

@@ -13,7 +13,10 @@ in order, the first rule that applies wins:
                      same position first, then in the other one;
 4. ``dict``       -- (use_dict) a word-start piece whose normalized text is a foreign word of a bilingual
                      dictionary: its English translations, each matched exactly/normalized as a whole
-                     source word; all matched translations are averaged;
+                     source word; all matched translations are averaged. With a cased source both look-ups
+                     also ignore case (`TranslationTable`, `SourceIndex.word`): MUSE entries are lower-case,
+                     so "▁Fenster" finds "fenster" -> "window", and "germany" finds "Germany" when the
+                     vocabulary has no "germany" (the dictionary's own spelling first);
 5. ``fallback``   -- nothing matched (empty `sources`); `initialize_from_source` decides (random / mean).
 
 Only source pieces the source can produce are matched: a piece its own normalizer changes ("Haus" in an
@@ -26,9 +29,24 @@ used; a single such character matches the source's word piece "東" / "." from e
 東 京, "),"), when neither the rules above nor the dictionary match it and every word is in the source
 vocabulary, gets the mean of those words (rule ``normalized``, last before fallback).
 
+Against the paper (MetaXLM, §3.2: "first directly search the word in the monolingual vocabulary, and then
+search the normalized word"; with dictionaries, "first searching the word translation in the
+dictionaries, and then applying the mapping strategy"), which leaves the details open:
+
+- it speaks of words; here the units are pieces, matched in their position (word start / continuation),
+  and only word-start pieces are looked up in a dictionary;
+- "normalized" is not defined there; here it is NFKC plus the source tokenizer's own normalizer, so a
+  normalized match is one the source itself would make (in the other position when the same one has none);
+- its dictionary sentence can be read as translating every word first; here a piece is matched by itself
+  first and the dictionary only serves pieces that match nothing, so a piece spelled like an English word
+  keeps that word even where the dictionary translates it otherwise (German "Gift", poison -> "gift");
+- several translations: the paper does not say; here the embeddings of all matched ones are averaged;
+- special tokens by role, the case-insensitive dictionary look-up for cased sources, and the split into
+  the source's own words are additions; the coverage report (`coverage`) shows what each rule contributed.
+
 The parts live beside this module: `tokenizer_rules` (the source's normalizer and isolated characters),
-`pieces` (word-start markers, special tokens), `dictionaries` (reading en-<lang> files), `vocab_match`
-(the result), `coverage` (the report of a result).
+`pieces` (word-start markers, special tokens), `dictionaries` (reading en-<lang> files, the case-insensitive
+table), `vocab_match` (the result), `coverage` (the report of a result).
 """
 
 from __future__ import annotations
@@ -41,7 +59,7 @@ from metaxlm.transfer.coverage import (  # re-exported: the old import path
     coverage_report,
     write_coverage_report,
 )
-from metaxlm.transfer.dictionaries import load_dictionaries
+from metaxlm.transfer.dictionaries import TranslationTable, load_dictionaries
 from metaxlm.transfer.pieces import SPECIALS, scheme_of, special_ids
 from metaxlm.transfer.tokenizer_rules import (
     is_cjk,
@@ -66,6 +84,8 @@ class SourceIndex:
         self.norm = normalizer_for(src_tokenizer)
         self.splits_cjk = splits_cjk(src_tokenizer)
         self.splits_punct = splits_punct(src_tokenizer)
+        # An uncased source lower-cases every text itself; a cased one needs the case variants of `word`.
+        self.cased = self.key("A") != self.key("a")
         specials = special_ids(src_tokenizer)
         self.exact: dict[tuple[bool, str], int] = {}
         self.normalized: dict[tuple[bool, str], int] = {}
@@ -110,7 +130,19 @@ class SourceIndex:
         return None
 
     def word(self, text: str) -> int | None:
-        """A whole source word (word-start piece) for an English word: exact, else normalized."""
+        """A whole source word (word-start piece) for an English word: exact, else normalized; for a cased
+        source, then the same for its lower-case and its capitalised spelling ("germany" -> "Germany",
+        "Cat" -> "cat"): the spelling of the dictionary first, so "window" never becomes "Window"."""
+        variants = [text]
+        if self.cased:
+            variants += [v for v in (text.lower(), text[:1].upper() + text[1:]) if v != text]
+        for variant in variants:
+            found = self._word(variant)
+            if found is not None:
+                return found
+        return None
+
+    def _word(self, text: str) -> int | None:
         if (True, text) in self.exact:
             return self.exact[(True, text)]
         key = self.key(text)
@@ -157,7 +189,8 @@ def match_vocab(src_tokenizer, tgt_tokenizer, *,
     n_tgt = len(tgt_tokenizer)
     tgt_pieces = [str(p) for p in tgt_tokenizer.convert_ids_to_tokens(list(range(n_tgt)))]
     id_to_src = {i: p for p, i in src_tokenizer.get_vocab().items()}
-    translations = load_dictionaries(dictionaries, src.norm) if (use_dict and dictionaries) else {}
+    translations = TranslationTable(load_dictionaries(dictionaries, src.norm) if (use_dict and dictionaries) else {},
+                                    ignore_case=src.cased)
 
     sources: list[list[int]] = [[] for _ in range(n_tgt)]
     rules = ["fallback"] * n_tgt
@@ -185,7 +218,7 @@ def match_vocab(src_tokenizer, tgt_tokenizer, *,
             continue
         if translations and ws:
             ids: list[int] = []
-            for english in translations.get(src.key(text), ()):
+            for english in translations.get(src.key(text)):
                 i = src.word(english)
                 if i is not None and i not in ids:
                     ids.append(i)
