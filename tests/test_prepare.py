@@ -43,6 +43,25 @@ def test_prepare_matches_direct_tokenization(corpora, tokenizer_dir, pairs, tmp_
     assert json.loads((tmp_path / "out" / "meta.json").read_text())["parallel"]["en-de"]["examples"] == 300
 
 
+def test_a_tokenizer_dir_without_tokenizer_json_needs_the_callers_loader(corpora, tokenizer_dir, tmp_path):
+    """data/ does not import vocab/: a directory with only the sentencepiece model is read by the loader the
+    caller passes (the pipeline passes vocab.load_tokenizer), in the workers too; without one, a clear error."""
+    import shutil
+
+    spm_only = tmp_path / "spm-only"
+    shutil.copytree(tokenizer_dir, spm_only)
+    (spm_only / "tokenizer.json").unlink()
+    mono = {"de": CorpusSpec(path=str(corpora["de"]))}
+    with pytest.raises(DataError, match=r"spm-only: no tokenizer.json here: pass load_tokenizer"):
+        prepare_corpora(mono, {}, spm_only, tmp_path / "out", PrepareConfig(num_proc=1), progress=False)
+    assert not (tmp_path / "out").exists()
+    prepare_corpora(mono, {}, spm_only, tmp_path / "out", PrepareConfig(num_proc=1), progress=False,
+                    load_tokenizer=load_tokenizer)
+    prepare_corpora(mono, {}, tokenizer_dir, tmp_path / "want", PrepareConfig(num_proc=1), progress=False)
+    got = datasets.load_from_disk(str(tmp_path / "out" / "mono" / "de"))["input_ids"]
+    assert got == datasets.load_from_disk(str(tmp_path / "want" / "mono" / "de"))["input_ids"] and got
+
+
 @pytest.mark.parametrize("num_proc", [1, 2])
 def test_bad_line_names_file_and_line_even_from_workers(tokenizer_dir, tmp_path, num_proc):
     bad = tmp_path / "de.txt"

@@ -53,7 +53,8 @@ def stage_vocab(cfg: RunConfig, progress: bool = True) -> dict:
 
 def stage_prepare(cfg: RunConfig, progress: bool = True) -> dict:
     meta = prepare_corpora(cfg.data.mono_corpora(), cfg.data.parallel_corpora(), RunDir.of(cfg).vocab,
-                           RunDir.of(cfg).prepared, cfg.prepare, skip_bad=cfg.data.skip_bad, progress=progress)
+                           RunDir.of(cfg).prepared, cfg.prepare, skip_bad=cfg.data.skip_bad, progress=progress,
+                           load_tokenizer=load_tokenizer)
     skipped = sum(v["skipped_bad_lines"] for kind in ("mono", "parallel") for v in meta[kind].values())
     if skipped:
         print(f"prepare: skipped {skipped} bad lines (see {RunDir.of(cfg).prepared / 'meta.json'})")

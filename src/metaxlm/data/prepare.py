@@ -10,21 +10,27 @@ does not depend on scheduling.
 
 Output layout (`out_dir`): mono/<lang>/ and parallel/<src>-<tgt>/ (HF `save_to_disk` dirs), meta.json.
 Texts are stored without special tokens; packing into training sequences happens at training time.
+
+The tokenizer is read from `tokenizer_dir`'s tokenizer.json with the `tokenizers` library; a directory without
+one needs a `load_tokenizer` callable from the caller (the pipeline passes `metaxlm.vocab.load_tokenizer`), so
+that data/ does not import vocab/ (which imports data/ to train vocabularies).
 """
 
 from __future__ import annotations
 
 import multiprocessing
 import tempfile
+from collections.abc import Callable
 from concurrent.futures import ProcessPoolExecutor
 from pathlib import Path
+from typing import Any
 
 import pyarrow as pa
 from tqdm import tqdm
 
 from metaxlm.config import CorpusSpec, ParallelSpec, PrepareConfig
 from metaxlm.data.corpus import iter_pairs, iter_texts
-from metaxlm.errors import SkipReport
+from metaxlm.errors import DataError, SkipReport
 from metaxlm.io import atomic_dir, atomic_write_json
 
 IDS = pa.list_(pa.int32())
@@ -34,7 +40,16 @@ SCHEMAS = {
 }
 
 
-def _encoder(tokenizer_dir: str):
+TokenizerLoader = Callable[[str], Any]  # tokenizer dir -> an HF tokenizer; module-level (workers unpickle it)
+
+
+def _check_tokenizer(tokenizer_dir: str | Path, load_tokenizer: TokenizerLoader | None) -> None:
+    if load_tokenizer is None and not (Path(tokenizer_dir) / "tokenizer.json").exists():
+        raise DataError(tokenizer_dir, None, "no tokenizer.json here: pass load_tokenizer (e.g. "
+                        "metaxlm.vocab.load_tokenizer) to read another kind of tokenizer directory")
+
+
+def _encoder(tokenizer_dir: str, load_tokenizer: TokenizerLoader | None):
     """A batch encoder without special tokens. Workers use the `tokenizers` backend directly from
     tokenizer.json: importing transformers would cost seconds per worker process."""
     path = Path(tokenizer_dir) / "tokenizer.json"
@@ -43,8 +58,7 @@ def _encoder(tokenizer_dir: str):
 
         backend = Tokenizer.from_file(str(path))
         return lambda texts: [e.ids for e in backend.encode_batch(texts, add_special_tokens=False)]
-    from metaxlm.vocab import load_tokenizer
-
+    _check_tokenizer(tokenizer_dir, load_tokenizer)
     tok = load_tokenizer(tokenizer_dir)
     return lambda texts: tok(texts, add_special_tokens=False)["input_ids"]
 
@@ -74,11 +88,11 @@ def _record_batches(kind: str, spec, part: int, parts: int, encode, cfg: Prepare
             yield {"src_ids": src, "tgt_ids": tgt, "length": [len(s) + len(t) for s, t in zip(src, tgt, strict=True)]}
 
 
-def _tokenize_part(kind: str, spec_json: str, part: int, parts: int, tokenizer_dir: str, cfg: PrepareConfig,
-                   skip_bad: bool, dest: str) -> dict:
+def _tokenize_part(kind: str, spec_json: str, part: int, parts: int, tokenizer_dir: str,
+                   load_tokenizer: TokenizerLoader | None, cfg: PrepareConfig, skip_bad: bool, dest: str) -> dict:
     """Runs in a pool worker: one part of one corpus -> one Arrow stream file. Returns counts."""
     spec = (CorpusSpec if kind == "mono" else ParallelSpec).model_validate_json(spec_json)
-    encode, report = _encoder(tokenizer_dir), SkipReport()
+    encode, report = _encoder(tokenizer_dir, load_tokenizer), SkipReport()
     rows = tokens = 0
     with pa.OSFile(dest, "wb") as sink, pa.ipc.new_stream(sink, SCHEMAS[kind]) as writer:
         for columns in _record_batches(kind, spec, part, parts, encode, cfg, skip_bad, report):
@@ -89,11 +103,13 @@ def _tokenize_part(kind: str, spec_json: str, part: int, parts: int, tokenizer_d
 
 
 def prepare_corpora(mono: dict[str, CorpusSpec], parallel: dict[str, ParallelSpec], tokenizer_dir: str | Path,
-                    out_dir: str | Path, cfg: PrepareConfig, *, skip_bad: bool = False,
-                    progress: bool = True) -> dict:
-    """Tokenize every corpus; returns (and writes to meta.json) per-language examples/tokens/shards."""
+                    out_dir: str | Path, cfg: PrepareConfig, *, skip_bad: bool = False, progress: bool = True,
+                    load_tokenizer: TokenizerLoader | None = None) -> dict:
+    """Tokenize every corpus; returns (and writes to meta.json) per-language examples/tokens/shards.
+    `load_tokenizer` reads `tokenizer_dir` when it has no tokenizer.json (see the module docstring)."""
     import datasets
 
+    _check_tokenizer(tokenizer_dir, load_tokenizer)
     datasets.disable_progress_bars()  # the bar over corpus parts below is enough
     corpora = [("mono", k, s) for k, s in sorted(mono.items())] + \
               [("parallel", k, s) for k, s in sorted(parallel.items())]
@@ -105,7 +121,7 @@ def prepare_corpora(mono: dict[str, CorpusSpec], parallel: dict[str, ParallelSpe
         with ProcessPoolExecutor(max_workers=cfg.num_proc, mp_context=ctx) as pool:
             futures = {
                 (kind, key, p): pool.submit(_tokenize_part, kind, spec.model_dump_json(), p, parts, str(tokenizer_dir),
-                                            cfg, skip_bad, str(Path(work) / f"{kind}-{key}-{p}.arrow"))
+                                            load_tokenizer, cfg, skip_bad, str(Path(work) / f"{kind}-{key}-{p}.arrow"))
                 for kind, key, spec in corpora for p in range(parts)
             }
             results = {}
