@@ -44,7 +44,18 @@ def parse_objectives(spec: dict, where: str = "train.objectives") -> dict[str, O
 
 
 def build_objectives(spec: dict, context: ObjectiveContext, where: str = "train.objectives") -> dict[str, Objective]:
-    return {name: OBJECTIVES.get(name)(options, context) for name, options in parse_objectives(spec, where).items()}
+    """Each objective is built under its own seed (from the run's seed and its name), so the initial weights of its
+    heads and buffers are a function of the config, and the caller's RNG stream is left untouched."""
+    import zlib
+
+    import torch
+
+    objectives = {}
+    for name, options in parse_objectives(spec, where).items():
+        with torch.random.fork_rng(devices=[]):
+            torch.manual_seed(context.seed * 1_000_003 + zlib.crc32(name.encode()))
+            objectives[name] = OBJECTIVES.get(name)(options, context)
+    return objectives
 
 
 __all__ = ["OBJECTIVES", "Objective", "ObjectiveContext", "ObjectiveOptions", "Prepared", "build_objectives",
