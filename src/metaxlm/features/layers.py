@@ -20,6 +20,7 @@ import torch
 from torch import nn
 from tqdm import tqdm
 
+from metaxlm.data.padding import pad_right
 from metaxlm.errors import ConfigError
 from metaxlm.models.pooling import cls_pool, mean_pool
 
@@ -142,13 +143,7 @@ def length_sorted_batches(lengths: Sequence[int], batch_size: int) -> list[list[
 
 def pad_batch(rows: Sequence[Sequence[int]], pad_id: int) -> tuple[torch.Tensor, torch.Tensor]:
     """(input_ids, attention_mask) of right-padded rows."""
-    width = max(len(row) for row in rows)
-    input_ids = torch.full((len(rows), width), pad_id, dtype=torch.long)
-    attention_mask = torch.zeros((len(rows), width), dtype=torch.long)
-    for k, row in enumerate(rows):
-        input_ids[k, :len(row)] = torch.tensor(row, dtype=torch.long)
-        attention_mask[k, :len(row)] = 1
-    return input_ids, attention_mask
+    return pad_right(rows, pad_id)
 
 
 def pad_id(tokenizer) -> int:

@@ -10,6 +10,7 @@ from dataclasses import dataclass, field
 
 import torch
 
+from metaxlm.data.padding import pad_right
 from metaxlm.data.sampling import LanguageSampler
 from metaxlm.errors import ConfigError
 from metaxlm.registry import Registry
@@ -122,13 +123,7 @@ def padded_length(longest: int, seq_len: int) -> int:
 
 def pad_rows(rows: list[list[int]], pad_id: int, seq_len: int) -> tuple[torch.Tensor, torch.Tensor]:
     """(ids, attention_mask) of rows padded at the end to `padded_length`; mask 1 = real token."""
-    width = padded_length(max(len(r) for r in rows), seq_len)
-    ids = torch.full((len(rows), width), pad_id, dtype=torch.long)
-    mask = torch.zeros((len(rows), width), dtype=torch.long)
-    for i, r in enumerate(rows):
-        ids[i, :len(r)] = torch.tensor(r, dtype=torch.long)
-        mask[i, :len(r)] = 1
-    return ids, mask
+    return pad_right(rows, pad_id, padded_length(max(len(r) for r in rows), seq_len))
 
 
 def fit_pair(src_len: int, tgt_len: int, budget: int) -> tuple[int, int]:
