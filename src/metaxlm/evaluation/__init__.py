@@ -1,1 +1,2 @@
-"""Evaluation: metrics, the evaluation recipe (fine-tuning scenarios + feature-based probes) and results."""
+"""Evaluation: the recipe (fine-tuning scenarios + feature-based probes per model) and its results. The
+metrics themselves are `metaxlm.metrics`, shared with fine-tuning and the probes."""
