@@ -1,0 +1,293 @@
+"""The precision that fits the machine: `auto` (the default everywhere) picks bf16 only where it is faster.
+
+bf16 autocast is not a speed-up on every CPU: on an Intel Xeon with the avx512_bf16 flag (and no AMX exposed)
+bf16 matmuls ran at half the fp32 rate, on an AMD EPYC ~5x faster. So `auto` measures instead of guessing:
+
+* CPU: a short measurement (~0.3 s on an idle machine) of bf16 and fp32 matmuls at the model's own shapes (the
+  feed-forward matmuls of a micro-batch, forward and a weight gradient), the two dtypes alternated and
+  the best of several rounds kept, on the process's torch thread count. bf16 is chosen only when its matmuls are
+  at least `BF16_MIN_SPEEDUP` times faster than fp32's: under autocast the casts of weights and activations and
+  the fp32 softmax / LayerNorm around the matmuls eat a small lead.
+* CUDA: bf16 where the GPU supports it, else fp32 (no measurement).
+* Explicit `bf16` / `fp32` are taken as given; `fp16` is GPU-only (CPU autocast has no fp16 loss scaling): an error.
+
+The measurement is cached per process (a dict) and across processes in a small JSON file keyed by CPU model,
+its bf16 flags, torch version, thread count and shapes (`$METAXLM_PRECISION_CACHE`, default
+`~/.cache/metaxlm/precision.json`; set it to `off` to measure every time), so later runs on the same machine
+start without measuring. Several processes of one run (DDP) must train in the same precision: when
+torch.distributed is initialized, rank 0 decides (measures or reads the cache) and broadcasts its choice to the
+other ranks (`training_accelerator` initializes the process group first, so the engine gets this for free).
+
+Every resolution reports why: `PrecisionChoice.reason` names the measured GFLOP/s of each dtype, and the first
+`auto` choice of a process is printed to stderr.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import platform
+import sys
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import asdict, dataclass
+from pathlib import Path
+from typing import Literal
+
+import torch
+
+from metaxlm.errors import ConfigError
+
+Precision = Literal["auto", "bf16", "fp16", "fp32"]
+PRECISIONS: tuple[str, ...] = ("auto", "bf16", "fp16", "fp32")
+BF16_MIN_SPEEDUP = 1.2  # bf16 matmuls must beat fp32 by this factor for `auto` to pick bf16 on a CPU
+MEASURE_TOKENS = 1024   # rows of the measured matmuls: enough for full-speed kernels, cheap to run
+MEASURE_BUDGET_S = 0.2  # time spent timing (after one warm-up round); at least MIN_ROUNDS rounds
+MIN_ROUNDS = 2
+Shape = tuple[int, int, int]  # (m, k, n): an (m×k) @ (k×n) matmul
+
+_AUTOCAST_DTYPES = {"bf16": torch.bfloat16, "fp16": torch.float16, "fp32": None}
+_process_cache: dict[str, dict[str, float]] = {}
+_announced: set[str] = set()
+
+
+@dataclass(frozen=True)
+class PrecisionChoice:
+    """The precision a run trains or infers in, and why."""
+
+    precision: Literal["bf16", "fp16", "fp32"]
+    requested: str
+    device: str                 # "cpu" or "cuda"
+    reason: str
+    gflops: dict[str, float] | None = None  # measured matmul GFLOP/s per dtype ("bf16", "fp32"), CPU auto only
+    source: Literal["config", "measured", "cached", "gpu", "rank0"] = "config"
+
+    @property
+    def autocast_dtype(self) -> torch.dtype | None:
+        """The autocast dtype, None for fp32 (no autocast)."""
+        return _AUTOCAST_DTYPES[self.precision]
+
+    def autocast(self, device_type: str | None = None):
+        """A torch.autocast context for this precision (disabled for fp32)."""
+        dtype = self.autocast_dtype
+        return torch.autocast(device_type or self.device, dtype=dtype or torch.bfloat16, enabled=dtype is not None)
+
+    @property
+    def mixed_precision(self) -> str:
+        """accelerate's name for it (`Accelerator(mixed_precision=...)`)."""
+        return {"fp32": "no"}.get(self.precision, self.precision)
+
+    def record(self) -> dict:
+        """Flat fields for a metrics log (JSONL / TensorBoard)."""
+        out = {"precision": self.precision, "precision_requested": self.requested, "precision_reason": self.reason}
+        for dtype, rate in (self.gflops or {}).items():
+            out[f"matmul_gflop_s/{dtype}"] = rate
+        return out
+
+
+# -- the machine -------------------------------------------------------------------------------------------
+def cpu_model() -> str:
+    """The CPU's model name (/proc/cpuinfo on Linux), else what platform knows."""
+    try:
+        for line in Path("/proc/cpuinfo").read_text(errors="replace").splitlines():
+            if line.startswith("model name"):
+                return line.split(":", 1)[1].strip()
+    except OSError:
+        pass
+    return platform.processor() or platform.machine() or "unknown CPU"
+
+
+def cpu_bf16_flags() -> list[str]:
+    """The CPU flags that make bf16 matmuls fast (a VM may hide some on the same model name)."""
+    try:
+        for line in Path("/proc/cpuinfo").read_text(errors="replace").splitlines():
+            if line.startswith(("flags", "Features")):
+                return sorted(f for f in line.split(":", 1)[1].split() if "bf16" in f or f.startswith("amx"))
+    except OSError:
+        pass
+    return []
+
+
+# -- the measurement ---------------------------------------------------------------------------------------
+def matmul_shapes(hidden: int, ffn: int, tokens: int = MEASURE_TOKENS) -> list[Shape]:
+    """The dense matmuls that dominate a transformer layer, on `tokens` rows (capped at MEASURE_TOKENS): the
+    feed-forward pair (hidden→ffn, ffn→hidden) and a weight gradient (ffn×tokens @ tokens×hidden)."""
+    m = max(1, min(tokens, MEASURE_TOKENS))
+    return [(m, hidden, ffn), (m, ffn, hidden), (ffn, m, hidden)]
+
+
+def model_matmul_shapes(model, tokens: int = MEASURE_TOKENS) -> list[Shape]:
+    """`matmul_shapes` of an HF model (config.hidden_size / intermediate_size; BERT-sized defaults)."""
+    config = getattr(model, "config", None)
+    hidden = int(getattr(config, "hidden_size", 0) or 384)
+    ffn = int(getattr(config, "intermediate_size", 0) or 4 * hidden)
+    return matmul_shapes(hidden, ffn, tokens)
+
+
+def measure_matmul_gflops(shapes: Sequence[Shape], dtypes: Sequence[str] = ("bf16", "fp32"), *,
+                          budget_s: float = MEASURE_BUDGET_S, min_rounds: int = MIN_ROUNDS) -> dict[str, float]:
+    """GFLOP/s of each dtype over `shapes` (all shapes once per round; best round of each dtype). The dtypes
+    alternate round by round, so load from other processes disturbs both alike."""
+    gen = torch.Generator().manual_seed(0)
+    operands = {d: [(torch.randn(m, k, generator=gen).to(_AUTOCAST_DTYPES[d] or torch.float32),
+                     torch.randn(k, n, generator=gen).to(_AUTOCAST_DTYPES[d] or torch.float32)) for m, k, n in shapes]
+                for d in dtypes}
+    flops = sum(2 * m * k * n for m, k, n in shapes)
+
+    def one_round(d: str) -> float:
+        t = time.perf_counter()
+        for a, b in operands[d]:
+            torch.mm(a, b)
+        return time.perf_counter() - t
+
+    with torch.inference_mode():
+        for d in dtypes:  # warm-up: kernel selection, page faults, caches
+            one_round(d)
+        best = {d: float("inf") for d in dtypes}
+        start, rounds = time.perf_counter(), 0
+        while rounds < min_rounds or time.perf_counter() - start < budget_s:
+            for d in dtypes:
+                best[d] = min(best[d], one_round(d))
+            rounds += 1
+    return {d: flops / best[d] / 1e9 for d in dtypes}
+
+
+def _cache_file() -> Path | None:
+    env = os.environ.get("METAXLM_PRECISION_CACHE")
+    if env is not None:
+        return None if env.strip().lower() in ("", "off", "0", "none") else Path(env)
+    root = os.environ.get("XDG_CACHE_HOME") or str(Path.home() / ".cache")
+    return Path(root) / "metaxlm" / "precision.json"
+
+
+def _cache_key(shapes: Sequence[Shape], threads: int) -> str:
+    flags = ",".join(cpu_bf16_flags()) or "no bf16 flags"
+    return f"{cpu_model()} [{flags}] | torch {torch.__version__} | {threads} threads | " + \
+        " ".join("x".join(map(str, s)) for s in shapes)
+
+
+def _read_cache(path: Path | None, key: str) -> dict[str, float] | None:
+    if path is None:
+        return None
+    try:
+        entry = json.loads(path.read_text(encoding="utf-8")).get(key)
+        rates = entry.get("gflops") if isinstance(entry, dict) else None
+        if isinstance(rates, dict) and all(isinstance(rates.get(d), int | float) and rates[d] > 0
+                                           for d in ("bf16", "fp32")):
+            return {"bf16": float(rates["bf16"]), "fp32": float(rates["fp32"])}
+    except (OSError, ValueError, AttributeError):
+        pass  # no cache, unreadable or damaged: measure again
+    return None
+
+
+def _write_cache(path: Path | None, key: str, rates: dict[str, float]) -> None:
+    if path is None:
+        return
+    from metaxlm.io import atomic_write_json
+
+    try:
+        try:
+            entries = json.loads(path.read_text(encoding="utf-8"))
+            entries = entries if isinstance(entries, dict) else {}
+        except (OSError, ValueError):
+            entries = {}
+        entries[key] = {"gflops": rates, "measured": time.strftime("%Y-%m-%dT%H:%M:%S")}
+        path.parent.mkdir(parents=True, exist_ok=True)
+        atomic_write_json(path, entries)
+    except OSError:
+        pass  # a read-only home only costs a re-measurement next time
+
+
+def cpu_matmul_gflops(shapes: Sequence[Shape], *, measure: Callable[[Sequence[Shape]], dict[str, float]] | None = None,
+                      cache_file: Path | None | Literal["default"] = "default") -> tuple[dict[str, float], str]:
+    """(GFLOP/s per dtype, where it came from: "measured" or "cached") for `shapes` on this CPU and thread count,
+    from the process cache, the cache file, or a fresh measurement (then written to both)."""
+    path = _cache_file() if cache_file == "default" else cache_file
+    key = _cache_key(shapes, torch.get_num_threads())
+    if key in _process_cache:
+        return _process_cache[key], "cached"
+    rates, source = _read_cache(path, key), "cached"
+    if rates is None:
+        rates, source = (measure or measure_matmul_gflops)(shapes), "measured"
+        _write_cache(path, key, rates)
+    _process_cache[key] = rates
+    return rates, source
+
+
+def choose_from_rates(rates: dict[str, float], *, min_speedup: float = BF16_MIN_SPEEDUP) -> tuple[str, str]:
+    """(precision, reason) from measured bf16 and fp32 matmul GFLOP/s."""
+    bf16, fp32 = rates["bf16"], rates["fp32"]
+    ratio = bf16 / fp32
+    if ratio >= min_speedup:
+        return "bf16", f"bf16 matmuls {bf16:.0f} GFLOP/s vs fp32 {fp32:.0f} ({ratio:.2f}x, >= {min_speedup}x)"
+    return "fp32", (f"bf16 matmuls {bf16:.0f} GFLOP/s vs fp32 {fp32:.0f} ({ratio:.2f}x"
+                    f"{', slower' if ratio < 1 else f', under the {min_speedup}x that pays for the casts'})")
+
+
+# -- the decision ------------------------------------------------------------------------------------------
+def _check(requested: str, device_type: str) -> None:
+    if requested not in PRECISIONS:
+        raise ConfigError(f"precision must be one of {', '.join(PRECISIONS)}; got {requested!r}")
+    if requested == "fp16" and device_type == "cpu":
+        raise ConfigError("precision fp16 needs a GPU (CPU autocast has no fp16 loss scaling); use auto, bf16 or fp32")
+
+
+def _decide(requested: str, device_type: str, shapes: Sequence[Shape] | None, measure, cache_file) -> PrecisionChoice:
+    _check(requested, device_type)
+    if requested != "auto":
+        return PrecisionChoice(requested, requested, device_type, f"{requested} as configured")
+    if device_type == "cuda":
+        ok = torch.cuda.is_bf16_supported()
+        return PrecisionChoice("bf16" if ok else "fp32", "auto", device_type,
+                               f"GPU {torch.cuda.get_device_name()} {'supports' if ok else 'lacks'} bf16", source="gpu")
+    if device_type != "cpu":
+        return PrecisionChoice("fp32", "auto", device_type, f"no bf16 measurement for device {device_type!r}")
+    shapes = list(shapes or matmul_shapes(384, 1536))
+    rates, source = cpu_matmul_gflops(shapes, measure=measure, cache_file=cache_file)
+    precision, why = choose_from_rates(rates)
+    where = "measured now" if source == "measured" else "measured earlier, cached"
+    reason = f"{why} on {cpu_model()}, {torch.get_num_threads()} threads ({where})"
+    return PrecisionChoice(precision, "auto", "cpu", reason, dict(rates), source)
+
+
+def resolve_precision(requested: str = "auto", device: torch.device | str | None = None, *,
+                      shapes: Sequence[Shape] | None = None, announce: bool = True,
+                      measure: Callable[[Sequence[Shape]], dict[str, float]] | None = None,
+                      cache_file: Path | None | Literal["default"] = "default") -> PrecisionChoice:
+    """The precision to run in on `device` (default: cuda if available, else cpu) for a requested one.
+
+    `shapes`: the model's matmuls (`model_matmul_shapes(model, tokens)`), for `auto` on a CPU. Under
+    torch.distributed with several processes, `auto` is decided on rank 0 and broadcast (every rank must call
+    this, as with any collective). `measure` replaces the measurement (tests); `cache_file`: a path, None for no
+    file, "default" for `$METAXLM_PRECISION_CACHE` / ~/.cache/metaxlm/precision.json.
+    """
+    device_type = torch.device(device).type if device is not None else ("cuda" if torch.cuda.is_available() else "cpu")
+    _check(requested, device_type)  # before any collective: a bad value fails on every rank alike
+    dist = torch.distributed
+    if requested == "auto" and dist.is_available() and dist.is_initialized() and dist.get_world_size() > 1:
+        box: list = [None]
+        if dist.get_rank() == 0:
+            box[0] = asdict(_decide(requested, device_type, shapes, measure, cache_file))
+        dist.broadcast_object_list(box, src=0)
+        fields = box[0] if dist.get_rank() == 0 else \
+            {**box[0], "source": "rank0", "reason": box[0]["reason"] + " (decided on rank 0)"}
+        choice = PrecisionChoice(**fields)
+    else:
+        choice = _decide(requested, device_type, shapes, measure, cache_file)
+    if announce and requested == "auto" and choice.reason not in _announced:
+        _announced.add(choice.reason)
+        print(f"precision auto -> {choice.precision}: {choice.reason}", file=sys.stderr, flush=True)
+    return choice
+
+
+def training_accelerator(requested: str = "auto", *, shapes: Sequence[Shape] | None = None, **accelerator_kwargs):
+    """(accelerate.Accelerator, PrecisionChoice) for a training run: the process group is initialized first
+    (accelerate's PartialState), so that `auto` is decided once on rank 0 and every process gets the same
+    precision; then the Accelerator is built with it (autocast through `acc.autocast()`)."""
+    from accelerate import Accelerator, PartialState
+
+    cpu = not torch.cuda.is_available()
+    _check(requested, "cpu" if cpu else "cuda")  # before any process-group set-up
+    state = PartialState(cpu=cpu)
+    choice = resolve_precision(requested, state.device, shapes=shapes, announce=state.is_main_process)
+    return Accelerator(cpu=cpu, mixed_precision=choice.mixed_precision, **accelerator_kwargs), choice
