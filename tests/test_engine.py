@@ -152,7 +152,7 @@ def teacher_dir(tokenizer_dir, tmp_path_factory):
 
     tok = load_tokenizer(tokenizer_dir)
     out = tmp_path_factory.mktemp("teacher") / "model"
-    build_mlm(ModelConfig(layers=1, hidden=16, heads=2, ffn=32, max_positions=64), tok, seed=7).save_pretrained(out)
+    build_mlm(ModelConfig(layers=1, hidden=32, heads=2, ffn=32, max_positions=64), tok, seed=7).save_pretrained(out)
     tok.save_pretrained(out)
     return out
 

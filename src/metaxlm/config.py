@@ -159,7 +159,8 @@ class TrainConfig(Strict):
     eps: float = 1e-6
     weight_decay: float = Field(0.01, ge=0.0)
     clip: float = Field(1.0, gt=0.0)
-    precision: Literal["bf16", "fp16", "fp32"] = "bf16"
+    # auto: bf16 only where a start-up measurement shows bf16 matmuls faster than fp32 (compute/precision.py)
+    precision: Literal["auto", "bf16", "fp16", "fp32"] = "auto"
     # name -> weight, or name -> {weight: w, <the objective's own options>} (see pretrain/objectives/)
     objectives: dict[str, float | dict[str, Any]] = Field(default_factory=lambda: {"mlm": 1.0})
     mask_prob: float = Field(0.15, gt=0.0, lt=1.0)

@@ -31,6 +31,7 @@ from tqdm import tqdm
 
 from metaxlm.compute.fastpath import reuse_freed_memory, training_fast_path
 from metaxlm.compute.optim import adamw
+from metaxlm.compute.precision import model_matmul_shapes, training_accelerator
 from metaxlm.config import TrainConfig
 from metaxlm.errors import MetaXLMError
 from metaxlm.io import atomic_dir, atomic_write_json, atomic_write_text
@@ -69,18 +70,6 @@ class ObjectiveModule(torch.nn.Module):
 
 def step_generator(seed: int, step: int) -> torch.Generator:
     return torch.Generator().manual_seed(seed * 1_000_003 + step)
-
-
-def _accelerator(precision: str):
-    from accelerate import Accelerator
-    from accelerate.utils import DistributedDataParallelKwargs
-
-    cpu = not torch.cuda.is_available()
-    if cpu and precision == "fp16":
-        raise MetaXLMError("train.precision=fp16 needs a GPU; use bf16 (CPU autocast) or fp32")
-    # objectives' buffers (queues, EMA copies) are per process: DDP must not overwrite them with rank 0's
-    return Accelerator(cpu=cpu, mixed_precision={"fp32": "no"}.get(precision, precision),
-                       kwargs_handlers=[DistributedDataParallelKwargs(broadcast_buffers=False)])
 
 
 def _gathered_weights(acc, module) -> dict | None:
@@ -138,7 +127,12 @@ def pretrain(*, model, tokenizer, train_data: dict, heldout_data: dict, cfg: Tra
     """
     # -- set-up ------------------------------------------------------------------------------------------------
     layout = VariantDir(Path(out_dir))
-    acc = _accelerator(cfg.precision)
+    # objectives' buffers (queues, EMA copies) are per process: DDP must not overwrite them with rank 0's
+    from accelerate.utils import DistributedDataParallelKwargs
+
+    acc, precision = training_accelerator(
+        cfg.precision, shapes=model_matmul_shapes(model, tokens=min(cfg.batch_size, 16) * cfg.seq_len),
+        kwargs_handlers=[DistributedDataParallelKwargs(broadcast_buffers=False)])
     if acc.device.type == "cpu":
         reuse_freed_memory()
     world, rank = acc.num_processes, acc.process_index
@@ -184,6 +178,8 @@ def pretrain(*, model, tokenizer, train_data: dict, heldout_data: dict, cfg: Tra
     module, optimizer = acc.prepare(module, optimizer)
     module.train()
     log = RunLog(layout, main=acc.is_main_process, start=start, resume=bool(resume or resume_from))
+    if acc.is_main_process and progress:
+        print(f"pretrain {layout.root.name}: precision {precision.precision} ({precision.reason})", flush=True)
 
     def evaluate(step: int) -> dict[str, float]:
         record = {"step": step}
@@ -296,7 +292,8 @@ def pretrain(*, model, tokenizer, train_data: dict, heldout_data: dict, cfg: Tra
             arch_of(hf_model).export(hf_model, tokenizer, tmp, state_dict=gathered)
         heldout = heldout_mlm_loss(hf_model, eval_rows, heldout_mlm, seed=seed + 12345, autocast=acc.autocast) \
             if eval_rows else {}
-        atomic_write_json(layout.summary, {"steps": cfg.steps, "last": last, "heldout_loss": heldout})
+        atomic_write_json(layout.summary, {"steps": cfg.steps, "last": last, "heldout_loss": heldout,
+                                           "precision": precision.record()})
         log.close()
     acc.wait_for_everyone()
     return PretrainResult(layout.root, layout.final, cfg.steps, heldout)

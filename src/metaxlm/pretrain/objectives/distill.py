@@ -46,6 +46,13 @@ class Distill(Objective):
             with quiet_transformers():
                 teacher = AutoModel.from_pretrained(str(path))
             teacher_tokenizer = AutoTokenizer.from_pretrained(str(path))
+        student_size = getattr(context.model_config, "hidden_size", None)
+        if student_size is not None and teacher.config.hidden_size != student_size:
+            from metaxlm.errors import ConfigError
+
+            raise ConfigError(f"train.objectives.distill.teacher: the teacher's hidden size "
+                              f"({teacher.config.hidden_size}) differs from the model's ({student_size}); sentence "
+                              f"representations are compared by cosine, so they must have the same size")
         self.teacher = teacher.eval().requires_grad_(False)
         self.teacher_tokenizer = teacher_tokenizer
         self.language = options.language or context.pivot
