@@ -123,9 +123,10 @@ def evaluate(model, tok, heldout: dict, *, seq_len: int, sequences: int, mask_pr
     import torch.nn.functional as F
 
     from metaxlm.pretrain.batches import Batch, fixed_eval_batches
+    from metaxlm.pretrain.objectives import ObjectiveContext
     from metaxlm.pretrain.objectives.mlm import MaskedLM
 
-    mlm = MaskedLM(tok, mask_prob=mask_prob)
+    mlm = MaskedLM(MaskedLM.Options(mask_prob=mask_prob), ObjectiveContext(tokenizer=tok))
     model.eval()
     per_lang, loss_sum, correct, count = {}, 0.0, 0, 0
     h = hashlib.sha256()
@@ -138,7 +139,7 @@ def evaluate(model, tok, heldout: dict, *, seq_len: int, sequences: int, mask_pr
             gen = torch.Generator().manual_seed(SEED + 12345)
             l_sum = l_correct = l_count = 0
             for i in range(0, len(rows), 16):
-                prep = mlm.prepare(Batch(rows[i:i + 16], [lang] * len(rows[i:i + 16])), gen)
+                prep = mlm.prepare(Batch("mono", [lang] * len(rows[i:i + 16]), {"input_ids": rows[i:i + 16]}), gen)
                 ids, labels = prep.tensors["input_ids"], prep.tensors["labels"]
                 h.update(ids.numpy().tobytes())
                 h.update(labels.numpy().tobytes())
@@ -159,9 +160,9 @@ def evaluate(model, tok, heldout: dict, *, seq_len: int, sequences: int, mask_pr
 def run_metaxlm(args) -> dict:
     import torch
 
+    from metaxlm.models import build_mlm
     from metaxlm.pretrain.engine import pretrain
     from metaxlm.pretrain.objectives.mlm import MaskedLM
-    from metaxlm.pretrain.recipe import build_mlm
 
     tok, train, heldout, mcfg, tcfg = load_side_inputs(args)
     model = build_mlm(mcfg, tok, seed=SEED)
@@ -194,10 +195,11 @@ def run_baseline(args) -> dict:
     import torch
     from transformers import get_linear_schedule_with_warmup
 
-    from metaxlm.pretrain.batches import PackedBatches
+    from metaxlm.models import build_mlm
+    from metaxlm.pretrain.batches import BATCH_SOURCES
     from metaxlm.pretrain.engine import step_generator
+    from metaxlm.pretrain.objectives import ObjectiveContext
     from metaxlm.pretrain.objectives.mlm import MaskedLM
-    from metaxlm.pretrain.recipe import build_mlm
 
     tok, train, heldout, mcfg, tcfg = load_side_inputs(args)
     model = build_mlm(mcfg, tok, seed=SEED)
@@ -209,9 +211,8 @@ def run_baseline(args) -> dict:
                                    {"params": no_decay, "weight_decay": 0.0}],
                                   lr=tcfg.lr, betas=tcfg.betas, eps=tcfg.eps)
     scheduler = get_linear_schedule_with_warmup(optimizer, min(tcfg.warmup_steps, tcfg.steps), tcfg.steps)
-    batches = PackedBatches(train, seq_len=tcfg.seq_len, alpha=ALPHA, seed=SEED, bos_id=tok.cls_token_id,
-                            eos_id=tok.sep_token_id)
-    mlm = MaskedLM(tok, mask_prob=tcfg.mask_prob)
+    batches = BATCH_SOURCES.get("mono")(train, seq_len=tcfg.seq_len, alpha=ALPHA, seed=SEED, tokenizer=tok)
+    mlm = MaskedLM(MaskedLM.Options(mask_prob=tcfg.mask_prob), ObjectiveContext(tokenizer=tok))
     digest, secs, losses = Digest(), [], []
     for step in range(1, tcfg.steps + 1):
         t0 = time.perf_counter()
