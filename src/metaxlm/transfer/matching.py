@@ -55,10 +55,6 @@ import unicodedata
 from collections.abc import Mapping
 from pathlib import Path
 
-from metaxlm.transfer.coverage import (  # re-exported: the old import path
-    coverage_report,
-    write_coverage_report,
-)
 from metaxlm.transfer.dictionaries import TranslationTable, load_dictionaries
 from metaxlm.transfer.pieces import SPECIALS, scheme_of, special_ids
 from metaxlm.transfer.tokenizer_rules import (
@@ -70,7 +66,7 @@ from metaxlm.transfer.tokenizer_rules import (
 )
 from metaxlm.transfer.vocab_match import VocabMatch
 
-__all__ = ["SourceIndex", "coverage_report", "match_vocab", "write_coverage_report"]
+__all__ = ["SourceIndex", "match_vocab"]
 
 
 class SourceIndex:
