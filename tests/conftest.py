@@ -1,3 +1,4 @@
+import os
 import random
 from pathlib import Path
 
@@ -39,3 +40,10 @@ def tokenizer_dir(corpora, tmp_path_factory) -> Path:
     train_vocab({k: CorpusSpec(path=str(p)) for k, p in corpora.items()}, VocabConfig(size=120, sample_sentences=4000),
                 out, alpha=0.7, progress=False)
     return out
+
+
+@pytest.fixture(scope="session", autouse=True)
+def precision_cache(tmp_path_factory):
+    """`precision: auto` caches its bf16-vs-fp32 measurement: in the session's tmp dir (shared by the CLI
+    subprocesses the tests start), not in the user's ~/.cache."""
+    os.environ["METAXLM_PRECISION_CACHE"] = str(tmp_path_factory.mktemp("precision") / "precision.json")

@@ -77,7 +77,7 @@ def word_pieces(tokenizer, sentences: Sequence[Sequence[str]], limit: int) -> li
 
 
 def token_states(model, tokenizer, sentences: Sequence[WordPieces], layers: Sequence[int], *, batch_size: int = 64,
-                 precision: str = "bf16", progress: bool = False) -> dict[int, list[torch.Tensor]]:
+                 precision: str = "auto", progress: bool = False) -> dict[int, list[torch.Tensor]]:
     """{layer: [per sentence (n_kept_tokens, hidden) unit vectors]} from one forward pass per batch of rows."""
     rows = [(k, r) for k, s in enumerate(sentences) for r in range(len(s.rows))]
     lengths = [len(sentences[k].rows[r]) for k, r in rows]
