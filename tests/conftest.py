@@ -1,3 +1,4 @@
+import os
 import random
 import shutil
 from pathlib import Path
@@ -68,3 +69,8 @@ def parallel_template(corpora, tokenizer_dir, tmp_path_factory):
     prepare_corpora({k: CorpusSpec(path=str(p)) for k, p in corpora.items()}, {"en-de": ParallelSpec(path=str(pairs))},
                     root / "vocab", root / "prepared", PrepareConfig(num_proc=1, heldout_texts=20), progress=False)
     return root
+@pytest.fixture(scope="session", autouse=True)
+def precision_cache(tmp_path_factory):
+    """`precision: auto` caches its bf16-vs-fp32 measurement: in the session's tmp dir (shared by the CLI
+    subprocesses the tests start), not in the user's ~/.cache."""
+    os.environ["METAXLM_PRECISION_CACHE"] = str(tmp_path_factory.mktemp("precision") / "precision.json")

@@ -159,7 +159,7 @@ class TrainConfig(Strict):
     eps: float = 1e-6
     weight_decay: float = Field(0.01, ge=0.0)
     clip: float = Field(1.0, gt=0.0)
-    # auto: bf16 only where a start-up measurement shows bf16 matmuls faster than fp32 (compute/precision.py)
+    # auto: bf16 only where a start-up measurement shows bf16 matmuls faster (GPU: where supported); fp16: GPU only
     precision: Literal["auto", "bf16", "fp16", "fp32"] = "auto"
     # name -> weight, or name -> {weight: w, <the objective's own options>} (see pretrain/objectives/)
     objectives: dict[str, float | dict[str, Any]] = Field(default_factory=lambda: {"mlm": 1.0})
@@ -248,6 +248,8 @@ class EvalConfig(Strict):
     alignment: dict[str, AlignmentEvalSpec] = Field(default_factory=dict)
     layers: list[int] | None = None  # layers for retrieval/alignment; default: every layer (0 = embeddings)
     batch_size: int = Field(64, ge=1)    # inference batch for the feature-based probes
+    # fine-tuning and the probes (a task's own hyperparameters.precision wins); auto as train.precision
+    precision: Literal["auto", "bf16", "fp32"] = "auto"
     # Intermediate pretraining checkpoints to evaluate as well (scores against steps, with the transfer gap).
     checkpoints: bool = False
     checkpoint_tasks: list[str] | None = None  # which tasks at intermediate checkpoints (default: all)

@@ -115,7 +115,7 @@ def evaluate_retrieval(model, tokenizer, spec: RetrievalEvalSpec, languages: lis
     for lang in spec.languages or [code for code in languages if code != pivot]:
         src, tgt = retrieval_pairs(spec, lang, pivot)
         per_language[lang] = retrieval_by_layer(model, tokenizer, src, tgt, layers=ecfg.layers,
-                                                batch_size=ecfg.batch_size)
+                                                batch_size=ecfg.batch_size, precision=ecfg.precision)
         per_language[lang]["pairs"] = len(src)
     layers = next(iter(per_language.values()))["layers"]
     return {"layers": layers, "average": _mean_over(per_language, "mean"), "per_language": per_language}
@@ -127,7 +127,8 @@ def evaluate_alignment(model, tokenizer, spec: AlignmentEvalSpec, ecfg: EvalConf
 
     aset = load_alignment(spec.src, spec.tgt, spec.gold, fmt=spec.format, src_base=spec.word_base,
                           sid_base=spec.sid_base)
-    result = alignment_by_layer(model, tokenizer, aset, method=spec.method, layers=ecfg.layers)
+    result = alignment_by_layer(model, tokenizer, aset, method=spec.method, layers=ecfg.layers,
+                                precision=ecfg.precision)
     return {"method": spec.method, "pairs": len(aset), **result}
 
 
@@ -142,6 +143,10 @@ def task_specs(ecfg: EvalConfig) -> dict:
             specs[name] = load_task_spec(fields.get("task", name), fields)
         except ConfigError as err:
             raise ConfigError(f"evaluate.tasks.{name}: {err}") from None
+        hp = specs[name].hyperparameters
+        if "precision" not in hp.model_fields_set:  # evaluate.precision, unless the task sets its own
+            specs[name] = specs[name].model_copy(update={"hyperparameters": hp.model_copy(
+                update={"precision": ecfg.precision})})
     return specs
 
 

@@ -33,6 +33,7 @@ from metaxlm.errors import ConfigError, DataError, MetaXLMError
 from metaxlm.features.layers import (
     LayerRunner,
     inference,
+    inference_precision,
     length_sorted_batches,
     load_encoder,
     max_positions,
@@ -69,7 +70,7 @@ class WordAligner:
 
     def __init__(self, model, tokenizer, *, layer: int | None = None, method: str = "ot", eps: float = DEFAULT_EPS,
                  n_iter: int = DEFAULT_N_ITER, alpha: float = DEFAULT_ALPHA, max_count: int = DEFAULT_MAX_COUNT,
-                 batch_size: int = 64, pair_batch_size: int = 256, max_length: int = 512, precision: str = "bf16"):
+                 batch_size: int = 64, pair_batch_size: int = 256, max_length: int = 512, precision: str = "auto"):
         if method not in METHODS:
             raise ConfigError(f"alignment method must be one of {METHODS}, got {method!r}")
         if eps <= 0 or n_iter < 0 or not 0 <= alpha <= 1 or max_count < 1:
@@ -79,9 +80,9 @@ class WordAligner:
         self.layer = default_layer(model) if layer is None else resolve_layers(model, [layer])[0]
         self.method, self.eps, self.n_iter, self.alpha, self.max_count = method, eps, n_iter, alpha, max_count
         self.batch_size, self.pair_batch_size = batch_size, pair_batch_size
-        self.max_length, self.precision = max_length, precision
-        self.encoder, self.encoder_precision = model, precision
-        if precision == "bf16" and next(model.parameters()).device.type == "cpu":
+        self.max_length, self.precision = max_length, inference_precision(model, precision)
+        self.encoder, self.encoder_precision = model, self.precision
+        if self.precision == "bf16" and next(model.parameters()).device.type == "cpu":
             # A bf16 copy of the encoder, made once: under autocast every weight is re-cast to bf16 on every
             # call, which costs ~10-40% of the aligner's time on CPU (AER unchanged within 0.1 point on de-en).
             self.encoder, self.encoder_precision = copy.deepcopy(model).to(torch.bfloat16).eval(), "native"
@@ -134,7 +135,7 @@ class WordAligner:
 
 
 def token_states(model, tokenizer, sentences: Sequence[WordPieces], layers: Sequence[int], *, batch_size: int = 64,
-                 precision: str = "bf16", progress: bool = False) -> dict[int, list[torch.Tensor]]:
+                 precision: str = "auto", progress: bool = False) -> dict[int, list[torch.Tensor]]:
     """{layer: [per sentence (n_kept_tokens, hidden) unit vectors]} from one forward pass per batch of rows."""
     rows = [(k, r) for k, s in enumerate(sentences) for r in range(len(s.rows))]
     lengths = [len(sentences[k].rows[r]) for k, r in rows]

@@ -4,8 +4,9 @@ The encoder runs once per batch and stops at the highest requested layer: it run
 model whose encoder keeps only the first layers (weights shared, the model itself is not changed; no pooler, no
 LM head), and forward hooks on the layers collect their outputs. A model without an `encoder.layer` list (other
 AutoModels) runs whole with `output_hidden_states`.
-Batches hold texts of similar length (sorted), so little compute goes to padding; inference runs under bf16
-autocast unless `precision="fp32"`.
+Batches hold texts of similar length (sorted), so little compute goes to padding; inference runs in the
+precision that fits the machine (`precision="auto"`: bf16 autocast only where bf16 matmuls are faster, see
+metaxlm.compute.precision), or as asked (`bf16`, `fp32`).
 """
 
 from __future__ import annotations
@@ -24,7 +25,7 @@ from metaxlm.data.padding import pad_right
 from metaxlm.errors import ConfigError
 from metaxlm.models.pooling import cls_pool, mean_pool
 
-PRECISIONS = ("bf16", "fp32", "native")  # native: no autocast, the weights' own dtype (e.g. a bf16 copy)
+PRECISIONS = ("auto", "bf16", "fp32", "native")  # native: no autocast, the weights' own dtype (e.g. a bf16 copy)
 POOLINGS = ("mean", "cls")
 
 
@@ -80,11 +81,23 @@ def truncated_encoder(model, n_layers: int) -> nn.Module:
     return clone
 
 
-@contextmanager
-def inference(model, precision: str = "bf16"):
-    """Eval mode (restored afterwards), no autograd, bf16 autocast on the model's device type."""
+def inference_precision(model, precision: str = "auto", batch_tokens: int = 2048) -> str:
+    """The concrete precision ("bf16", "fp32" or "native") for `precision`; "auto" is decided by
+    metaxlm.compute.precision for the model's matmul shapes on its device (measured once per process)."""
     if precision not in PRECISIONS:
         raise ConfigError(f"precision must be one of {PRECISIONS}, got {precision!r}")
+    if precision != "auto":
+        return precision
+    from metaxlm.compute.precision import model_matmul_shapes, resolve_precision
+
+    device = next(model.parameters()).device
+    return resolve_precision("auto", device, shapes=model_matmul_shapes(model, batch_tokens)).precision
+
+
+@contextmanager
+def inference(model, precision: str = "auto"):
+    """Eval mode (restored afterwards), no autograd, autocast to `inference_precision` on the model's device."""
+    precision = inference_precision(model, precision)
     was_training = model.training
     model.eval()
     device_type = next(model.parameters()).device.type
@@ -170,7 +183,7 @@ def pool(states: torch.Tensor, attention_mask: torch.Tensor, pooling: str) -> to
 
 
 def encode_layers(model, tokenizer, texts: Sequence[str], *, layers: Sequence[int] | None = None,
-                  batch_size: int = 64, pooling: str = "mean", max_length: int = 512, precision: str = "bf16",
+                  batch_size: int = 64, pooling: str = "mean", max_length: int = 512, precision: str = "auto",
                   progress: bool = False) -> dict[int, torch.Tensor]:
     """Pooled sentence vectors {layer: (len(texts), hidden) float32} for every requested layer (0 = embeddings,
     default: all), from one forward pass per batch."""

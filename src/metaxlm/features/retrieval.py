@@ -14,7 +14,7 @@ from metaxlm.metrics import accuracy_at_1
 
 def retrieval_by_layer(model, tokenizer, src: Sequence[str], tgt: Sequence[str], *,
                        layers: Sequence[int] | None = None, batch_size: int = 64, pooling: str = "mean",
-                       max_length: int = 512, precision: str = "bf16", progress: bool = False) -> dict:
+                       max_length: int = 512, precision: str = "auto", progress: bool = False) -> dict:
     """src[i] and tgt[i] are translations. Returns {"layers", "src2tgt", "tgt2src", "mean"}: lists of
     accuracy@1 fractions, one per layer (0 = embeddings; default: every layer)."""
     if len(src) != len(tgt) or not src:

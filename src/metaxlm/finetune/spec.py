@@ -34,6 +34,8 @@ class Hyperparameters(Strict):
     weight_decay: float = Field(0.01, ge=0.0)
     clip: float = Field(1.0, gt=0.0)
     eval_batch_size: int = Field(64, ge=1)
+    # auto: bf16 autocast only where bf16 matmuls are faster (metaxlm.compute.precision); default: evaluate.precision
+    precision: Literal["auto", "bf16", "fp32"] = "auto"
     # extractive QA (SQuAD-style features)
     doc_stride: int = Field(128, ge=1)
     max_query_len: int = Field(64, ge=1)

@@ -1,10 +1,11 @@
 """One fine-tuning loop for every task type, and batched inference.
 
-Training: AdamW (fused kernel), linear warm-up then linear decay, bf16 autocast, gradient clipping;
+Training: AdamW (fused kernel), linear warm-up then linear decay, gradient clipping, in `hp.precision`
+(auto: bf16 autocast only where bf16 matmuls are faster on this machine, see metaxlm.compute.precision);
 batches padded to their longest feature, with features of similar length batched together (shuffled
 within windows of 64 batches, then batch order shuffled), which wastes little compute on padding.
 Everything random is seeded from `seed` (torch, numpy, python; the batch order from its own generator),
-so a run is a function of its seed. Inference: eval mode, bf16, features sorted by length.
+so a run is a function of its seed. Inference: eval mode, the same precision, features sorted by length.
 
 A training item is an example or a tuple of examples that must share a batch (the code-switched pairs
 of translate-train); all features of one item (e.g. a long QA context's windows) stay together too.
@@ -21,6 +22,7 @@ import torch
 from tqdm import tqdm
 
 from metaxlm.compute.optim import adamw
+from metaxlm.compute.precision import PrecisionChoice, model_matmul_shapes, resolve_precision
 from metaxlm.errors import MetaXLMError
 from metaxlm.finetune.spec import Hyperparameters
 from metaxlm.finetune.tasks.base import MODEL_INPUTS, Feature, Task
@@ -39,8 +41,10 @@ def _device() -> torch.device:
     return torch.device("cuda" if torch.cuda.is_available() else "cpu")
 
 
-def _autocast(device: torch.device):
-    return torch.autocast(device.type, dtype=torch.bfloat16)
+def resolved_precision(model, hp: Hyperparameters, device: torch.device, batch_size: int) -> PrecisionChoice:
+    """hp.precision on `device`, "auto" decided for this model's matmuls at this batch size (once per process)."""
+    tokens = batch_size * hp.max_seq_len
+    return resolve_precision(hp.precision, device, shapes=model_matmul_shapes(model, tokens))
 
 
 def encode_items(task: Task, items: Sequence, *, train: bool) -> tuple[list[Feature], list[list[int]]]:
@@ -124,12 +128,13 @@ def finetune(model, task: Task, train_items: Sequence, hp: Hyperparameters, *, s
     schedule = get_linear_schedule_with_warmup(optimizer, int(hp.warmup_ratio * total), total)
     params = [p for p in model.parameters() if p.requires_grad]
     pad_id = task.tokenizer.pad_token_id if task.tokenizer.pad_token_id is not None else 0
+    precision = resolved_precision(model, hp, device, hp.batch_size)
     with tqdm(total=total, desc=desc, unit="step", disable=not progress, leave=False) as bar:
         step = 0
         while step < total:
             for batch_indices in epoch_batches:
                 batch = collate([features[k] for k in batch_indices], pad_id, task.target_keys)
-                with _autocast(device):
+                with precision.autocast(device.type):
                     loss = model(**{k: v.to(device) for k, v in batch.items()}).loss
                 if not torch.isfinite(loss):
                     raise MetaXLMError(f"fine-tuning: non-finite loss at step {step} (lower the learning rate)")
@@ -158,13 +163,14 @@ def predict_outputs(model, task: Task, features: list[Feature], hp: Hyperparamet
     device = _device()
     model.to(device).eval()
     pad_id = task.tokenizer.pad_token_id if task.tokenizer.pad_token_id is not None else 0
+    precision = resolved_precision(model, hp, device, hp.eval_batch_size)
     order = sorted(range(len(features)), key=lambda k: len(features[k]["input_ids"]))
     results: list[tuple[np.ndarray, ...] | None] = [None] * len(features)
     for i in tqdm(range(0, len(order), hp.eval_batch_size), desc=desc, unit="batch", disable=not progress,
                   leave=False):
         chunk = order[i:i + hp.eval_batch_size]
         batch = collate([features[k] for k in chunk], pad_id)
-        with _autocast(device):
+        with precision.autocast(device.type):
             out = model(**{k: v.to(device) for k, v in batch.items()})
         arrays = [getattr(out, key).float().cpu().numpy() for key in task.output_keys]
         for row, k in enumerate(chunk):

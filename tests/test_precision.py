@@ -1,0 +1,255 @@
+"""precision auto: bf16 only where bf16 matmuls measure faster; explicit choices; fp16 on CPU is an error; the
+measurement is cached (process and file) and shared by the processes of one run; fine-tuning and the feature
+probes run in the resolved precision."""
+
+import json
+import os
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+
+import pytest
+import torch
+import transformers
+
+from metaxlm.compute import precision as P
+from metaxlm.config import EvalConfig, TrainConfig, load_config
+from metaxlm.errors import ConfigError
+from metaxlm.finetune.spec import Hyperparameters, load_task_spec
+
+SHAPES = P.matmul_shapes(32, 64, 4096)
+REPO = Path(__file__).resolve().parents[1]
+
+
+class FakeMeasure:
+    """Stands in for the matmul measurement: given rates, and how often it was asked."""
+
+    def __init__(self, bf16: float, fp32: float):
+        self.rates, self.calls = {"bf16": bf16, "fp32": fp32}, 0
+
+    def __call__(self, shapes):
+        self.calls += 1
+        return dict(self.rates)
+
+
+@pytest.fixture(autouse=True)
+def fresh_process_cache(monkeypatch, tmp_path):
+    """Each test starts as a new process would: no in-process results, its own cache file."""
+    monkeypatch.setattr(P, "_process_cache", {})
+    monkeypatch.setattr(P, "_announced", set())
+    monkeypatch.setenv("METAXLM_PRECISION_CACHE", str(tmp_path / "precision.json"))
+
+
+def use_rates(monkeypatch, bf16: float, fp32: float) -> FakeMeasure:
+    fake = FakeMeasure(bf16, fp32)
+    monkeypatch.setattr(P, "measure_matmul_gflops", fake)
+    return fake
+
+
+def test_auto_picks_bf16_only_where_it_measures_faster(monkeypatch, capsys):
+    use_rates(monkeypatch, bf16=800.0, fp32=160.0)  # an AMD EPYC-like CPU: bf16 ~5x
+    fast = P.resolve_precision("auto", "cpu", shapes=SHAPES)
+    assert (fast.precision, fast.requested, fast.source, fast.mixed_precision) == ("bf16", "auto", "measured", "bf16")
+    assert fast.autocast_dtype is torch.bfloat16 and fast.gflops == {"bf16": 800.0, "fp32": 160.0}
+    assert "bf16 matmuls 800 GFLOP/s vs fp32 160" in fast.reason and P.cpu_model() in fast.reason
+    assert "precision auto -> bf16" in capsys.readouterr().err  # the run log says which and why
+
+    monkeypatch.setattr(P, "_process_cache", {})  # another machine: no cache
+    monkeypatch.setenv("METAXLM_PRECISION_CACHE", "off")
+    use_rates(monkeypatch, bf16=164.0, fp32=320.0)  # the Intel Xeon with avx512_bf16: bf16 at half the rate
+    slow = P.resolve_precision("auto", "cpu", shapes=SHAPES)
+    assert (slow.precision, slow.mixed_precision, slow.autocast_dtype) == ("fp32", "no", None)
+    assert "bf16 matmuls 164 GFLOP/s vs fp32 320 (0.51x, slower)" in slow.reason
+    record = slow.record()
+    assert record["precision"] == "fp32" and record["matmul_gflop_s/bf16"] == 164.0 and "GFLOP/s" in \
+        record["precision_reason"]
+
+
+def test_a_small_bf16_lead_does_not_pay_for_the_casts(monkeypatch):
+    use_rates(monkeypatch, bf16=110.0, fp32=100.0)
+    choice = P.resolve_precision("auto", "cpu", shapes=SHAPES)
+    assert choice.precision == "fp32" and f"under the {P.BF16_MIN_SPEEDUP}x" in choice.reason
+    assert P.choose_from_rates({"bf16": 100.0 * P.BF16_MIN_SPEEDUP, "fp32": 100.0})[0] == "bf16"
+
+
+def test_measured_once_per_process_and_reused_from_the_cache_file(monkeypatch, tmp_path):
+    fake = use_rates(monkeypatch, bf16=800.0, fp32=160.0)
+    first = P.resolve_precision("auto", "cpu", shapes=SHAPES)
+    again = P.resolve_precision("auto", "cpu", shapes=SHAPES)
+    assert fake.calls == 1 and first.source == "measured" and again.source == "cached"
+    assert again.precision == first.precision and "cached" in again.reason
+    entries = json.loads((tmp_path / "precision.json").read_text())
+    (key,) = entries
+    assert P.cpu_model() in key and torch.__version__ in key and f"{torch.get_num_threads()} threads" in key
+    assert entries[key]["gflops"] == {"bf16": 800.0, "fp32": 160.0}
+
+    monkeypatch.setattr(P, "_process_cache", {})  # a new process: the file answers, no measurement
+    later = P.resolve_precision("auto", "cpu", shapes=SHAPES)
+    assert fake.calls == 1 and later.precision == "bf16" and later.source == "cached"
+
+    other_shapes = P.matmul_shapes(64, 256, 4096)  # another model: its own measurement
+    P.resolve_precision("auto", "cpu", shapes=other_shapes)
+    assert fake.calls == 2 and len(json.loads((tmp_path / "precision.json").read_text())) == 2
+
+
+def test_a_damaged_or_disabled_cache_file_means_measuring_again(monkeypatch, tmp_path):
+    fake = use_rates(monkeypatch, bf16=10.0, fp32=20.0)
+    (tmp_path / "precision.json").write_text("{not json")
+    assert P.resolve_precision("auto", "cpu", shapes=SHAPES).precision == "fp32" and fake.calls == 1
+    assert json.loads((tmp_path / "precision.json").read_text())  # rewritten whole
+    monkeypatch.setattr(P, "_process_cache", {})
+    monkeypatch.setenv("METAXLM_PRECISION_CACHE", "off")
+    P.resolve_precision("auto", "cpu", shapes=SHAPES)
+    assert fake.calls == 2
+
+
+def test_explicit_choices_fp16_on_cpu_and_bad_values(monkeypatch):
+    fake = use_rates(monkeypatch, bf16=800.0, fp32=160.0)
+    for name in ("bf16", "fp32"):
+        choice = P.resolve_precision(name, "cpu")
+        assert choice.precision == name and choice.source == "config" and "as configured" in choice.reason
+    assert fake.calls == 0  # nothing measured for an explicit choice
+    with pytest.raises(ConfigError, match="fp16 needs a GPU"):
+        P.resolve_precision("fp16", "cpu")
+    with pytest.raises(ConfigError, match="fp16 needs a GPU"):
+        P.training_accelerator("fp16")
+    with pytest.raises(ConfigError, match="precision must be one of"):
+        P.resolve_precision("fp8", "cpu")
+
+
+def test_gpu_auto_is_bf16_where_supported(monkeypatch):
+    fake = use_rates(monkeypatch, bf16=1.0, fp32=1000.0)
+    monkeypatch.setattr(torch.cuda, "get_device_name", lambda *a: "Test GPU")
+    for supported, expected in ((True, "bf16"), (False, "fp32")):
+        monkeypatch.setattr(torch.cuda, "is_bf16_supported", lambda *a, s=supported: s)
+        choice = P.resolve_precision("auto", "cuda")
+        assert choice.precision == expected and choice.source == "gpu" and "Test GPU" in choice.reason
+    assert fake.calls == 0
+    assert P.resolve_precision("fp16", "cuda").precision == "fp16"
+
+
+def test_the_real_measurement_is_short_and_positive():
+    rates = P.measure_matmul_gflops(P.matmul_shapes(64, 128, 256), budget_s=0.05)
+    assert set(rates) == {"bf16", "fp32"} and all(r > 0 for r in rates.values())
+    assert P.matmul_shapes(384, 1536, 32 * 128)[0] == (P.MEASURE_TOKENS, 384, 1536)  # capped rows
+    assert P.matmul_shapes(384, 1536, 1)[0] == (1, 384, 1536)
+
+
+def test_autocast_contexts():
+    x = torch.randn(4, 8)
+    with P.PrecisionChoice("bf16", "auto", "cpu", "test").autocast():
+        assert (x @ x.T).dtype is torch.bfloat16
+    with P.PrecisionChoice("fp32", "auto", "cpu", "test").autocast():
+        assert (x @ x.T).dtype is torch.float32
+
+
+def test_config_defaults_are_auto():
+    assert TrainConfig().precision == "auto" and EvalConfig().precision == "auto"
+    assert Hyperparameters().precision == "auto"
+    with pytest.raises(ConfigError, match="train.precision"):
+        load_config(None, ["output_dir=x", "data.languages=[en]", "train.precision=fp8"])
+    with pytest.raises(ConfigError, match="hyperparameters.precision"):  # fine-tuning has no fp16 loss scaling
+        load_task_spec("demo_module", ["hyperparameters.precision=fp16"])
+
+
+# -- several processes: one decision --------------------------------------------------------------------------
+RANK_SCRIPT = textwrap.dedent("""
+    import json, os, sys
+    import torch
+    from metaxlm.compute import precision as P
+    rank = int(os.environ["RANK"])
+    # each rank would measure differently (a noisy machine): rank 0's choice must win everywhere
+    P.measure_matmul_gflops = lambda shapes: {"bf16": 500.0, "fp32": 100.0} if rank == 0 else \\
+        {"bf16": 50.0, "fp32": 100.0}
+    acc, choice = P.training_accelerator("auto", shapes=P.matmul_shapes(32, 64, 256))
+    print("CHOICE " + json.dumps({"rank": acc.process_index, "world": acc.num_processes,
+                                  "precision": choice.precision, "mixed": acc.mixed_precision,
+                                  "source": choice.source, "reason": choice.reason}), flush=True)
+""")
+
+
+def test_two_processes_train_in_rank_0s_precision(tmp_path):
+    env = {**os.environ, "PYTHONPATH": str(REPO / "src"), "METAXLM_PRECISION_CACHE": "off", "MASTER_ADDR": "127.0.0.1",
+           "MASTER_PORT": str(29500 + os.getpid() % 2000), "WORLD_SIZE": "2", "OMP_NUM_THREADS": "1"}
+    procs = [subprocess.Popen([sys.executable, "-c", RANK_SCRIPT], env={**env, "RANK": str(r), "LOCAL_RANK": str(r)},
+                              stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True) for r in range(2)]
+    outs = [p.communicate(timeout=240) for p in procs]
+    assert all(p.returncode == 0 for p in procs), [err[-2000:] for _, err in outs]
+    got = sorted((json.loads(next(ln[7:] for ln in out.splitlines() if ln.startswith("CHOICE "))) for out, _ in outs),
+                 key=lambda c: c["rank"])
+    assert [(c["rank"], c["world"]) for c in got] == [(0, 2), (1, 2)]
+    assert [(c["precision"], c["mixed"]) for c in got] == [("bf16", "bf16"), ("bf16", "bf16")]
+    assert got[0]["source"] == "measured" and got[1]["source"] == "rank0" and "rank 0" in got[1]["reason"]
+
+
+# -- fine-tuning and the feature probes honour the resolved precision -------------------------------------------
+def autocast_spy(model) -> list:
+    """Records, at each forward of `model`, the CPU autocast dtype (None when autocast is off)."""
+    seen = []
+    model.register_forward_pre_hook(lambda module, args: seen.append(
+        torch.get_autocast_dtype("cpu") if torch.is_autocast_enabled("cpu") else None))
+    return seen
+
+
+@pytest.fixture(scope="module")
+def tiny_tokenizer(tokenizer_dir):
+    return transformers.AutoTokenizer.from_pretrained(str(tokenizer_dir))
+
+
+@pytest.mark.parametrize(("bf16", "expected"), [(800.0, torch.bfloat16), (50.0, None)])
+def test_finetune_and_predict_run_in_the_resolved_precision(monkeypatch, tiny_tokenizer, bf16, expected):
+    from metaxlm.data.examples import ClassificationExample
+    from metaxlm.finetune.tasks import get_task
+    from metaxlm.finetune.trainer import finetune, predict
+
+    use_rates(monkeypatch, bf16=bf16, fp32=100.0)
+    hp = Hyperparameters(lr=1e-3, batch_size=4, max_steps=2, max_seq_len=32)
+    task = get_task("classification")(tiny_tokenizer, hp)
+    examples = [ClassificationExample(id=str(i), text=t, label=str(i % 2))
+                for i, t in enumerate(["the house is small", "the cat sleeps", "an open window", "the red chair"])]
+    task.fit_labels(examples)
+    torch.manual_seed(0)
+    config = transformers.BertConfig(vocab_size=len(tiny_tokenizer), hidden_size=32, num_hidden_layers=1,
+                                     num_attention_heads=2, intermediate_size=64, max_position_embeddings=64,
+                                     num_labels=2)
+    model = transformers.BertForSequenceClassification(config)
+    seen = autocast_spy(model)
+    finetune(model, task, examples, hp, seed=0, progress=False)
+    predict(model, task, examples, hp)
+    assert len(seen) == 2 + 1 and set(seen) == {expected}
+    seen.clear()  # an explicit choice overrides the measurement
+    predict(model, task, examples, hp.model_copy(update={"precision": "fp32"}))
+    assert seen == [None]
+
+
+@pytest.mark.parametrize(("bf16", "expected"), [(800.0, torch.bfloat16), (50.0, None)])
+def test_feature_probes_run_in_the_resolved_precision(monkeypatch, tiny_tokenizer, bf16, expected):
+    from metaxlm.features.alignment import WordAligner
+    from metaxlm.features.layers import encode_layers, inference_precision
+
+    use_rates(monkeypatch, bf16=bf16, fp32=100.0)
+    torch.manual_seed(0)
+    model = transformers.BertModel(transformers.BertConfig(
+        vocab_size=len(tiny_tokenizer), hidden_size=32, num_hidden_layers=2, num_attention_heads=2,
+        intermediate_size=64, max_position_embeddings=64)).eval()
+    seen = autocast_spy(model.encoder)
+    encode_layers(model, tiny_tokenizer, ["the house is small", "the cat"], layers=[1])
+    assert seen and set(seen) == {expected}
+    assert inference_precision(model, "auto") == ("bf16" if expected else "fp32")
+    assert inference_precision(model, "fp32") == "fp32"
+    aligner = WordAligner(model, tiny_tokenizer, method="argmax", layer=1)
+    # on a CPU, resolved bf16 encodes with a bf16 copy of the encoder (no per-call casts), fp32 with the model
+    assert aligner.precision == ("bf16" if expected else "fp32")
+    assert next(aligner.encoder.parameters()).dtype == (torch.bfloat16 if expected else torch.float32)
+
+
+def test_evaluate_precision_is_the_default_of_every_task(tmp_path):
+    from metaxlm.evaluation.recipe import task_specs
+
+    ecfg = EvalConfig(precision="bf16", tasks={"a": {"task": "demo_module"},
+                                               "b": {"task": "demo_module", "hyperparameters": {"precision": "fp32"}}})
+    specs = task_specs(ecfg)
+    assert specs["a"].hyperparameters.precision == "bf16"  # from evaluate.precision
+    assert specs["b"].hyperparameters.precision == "fp32"  # the task's own wins
+    assert task_specs(EvalConfig(tasks={"a": {"task": "demo_module"}}))["a"].hyperparameters.precision == "auto"
