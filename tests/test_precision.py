@@ -166,6 +166,7 @@ RANK_SCRIPT = textwrap.dedent("""
     print("CHOICE " + json.dumps({"rank": acc.process_index, "world": acc.num_processes,
                                   "precision": choice.precision, "mixed": acc.mixed_precision,
                                   "source": choice.source, "reason": choice.reason}), flush=True)
+    torch.distributed.destroy_process_group()  # a live gloo group at exit aborts the process
 """)
 
 
