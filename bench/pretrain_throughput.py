@@ -384,10 +384,12 @@ def main() -> None:
 
     torch.set_num_threads(args.threads)  # the children's thread count, for the precision measurement
     shapes = matmul_shapes(args.hidden, args.ffn, args.batch_size * args.seq_len)
-    choice = resolve_precision(args.precision, "cpu", shapes=shapes, announce=False)
-    base_choice = resolve_precision(args.baseline_precision or args.precision, "cpu", shapes=shapes, announce=False)
+    # measured now (not from the cache file of an earlier run), once for both sides
+    choice = resolve_precision(args.precision, "cpu", shapes=shapes, announce=False, cache_file=None)
+    base_choice = resolve_precision(args.baseline_precision or args.precision, "cpu", shapes=shapes, announce=False,
+                                    cache_file=None)
     print(f"precision: metaxlm {choice.precision} ({choice.reason}); baseline {base_choice.precision}"
-          f"{'' if base_choice == choice else f' ({base_choice.reason})'}", flush=True)
+          f"{'' if base_choice.precision == choice.precision else f' ({base_choice.reason})'}", flush=True)
     bf16_peak = matmul_peak("bfloat16", args.threads)
     fp32_peak = matmul_peak("float32", args.threads)
     best_peak = max(bf16_peak, fp32_peak)

@@ -47,7 +47,7 @@ MIN_ROUNDS = 2
 Shape = tuple[int, int, int]  # (m, k, n): an (m×k) @ (k×n) matmul
 
 _AUTOCAST_DTYPES = {"bf16": torch.bfloat16, "fp16": torch.float16, "fp32": None}
-_process_cache: dict[str, dict[str, float]] = {}
+_process_cache: dict[str, tuple[dict[str, float], str]] = {}  # key -> (GFLOP/s per dtype, when measured)
 _announced: set[str] = set()
 
 
@@ -166,7 +166,7 @@ def _cache_key(shapes: Sequence[Shape], threads: int) -> str:
         " ".join("x".join(map(str, s)) for s in shapes)
 
 
-def _read_cache(path: Path | None, key: str) -> dict[str, float] | None:
+def _read_cache(path: Path | None, key: str) -> tuple[dict[str, float], str] | None:
     if path is None:
         return None
     try:
@@ -174,13 +174,13 @@ def _read_cache(path: Path | None, key: str) -> dict[str, float] | None:
         rates = entry.get("gflops") if isinstance(entry, dict) else None
         if isinstance(rates, dict) and all(isinstance(rates.get(d), int | float) and rates[d] > 0
                                            for d in ("bf16", "fp32")):
-            return {"bf16": float(rates["bf16"]), "fp32": float(rates["fp32"])}
+            return {"bf16": float(rates["bf16"]), "fp32": float(rates["fp32"])}, str(entry.get("measured", "?"))
     except (OSError, ValueError, AttributeError):
         pass  # no cache, unreadable or damaged: measure again
     return None
 
 
-def _write_cache(path: Path | None, key: str, rates: dict[str, float]) -> None:
+def _write_cache(path: Path | None, key: str, rates: dict[str, float], when: str) -> None:
     if path is None:
         return
     from metaxlm.io import atomic_write_json
@@ -191,7 +191,7 @@ def _write_cache(path: Path | None, key: str, rates: dict[str, float]) -> None:
             entries = entries if isinstance(entries, dict) else {}
         except (OSError, ValueError):
             entries = {}
-        entries[key] = {"gflops": rates, "measured": time.strftime("%Y-%m-%dT%H:%M:%S")}
+        entries[key] = {"gflops": rates, "measured": when}
         path.parent.mkdir(parents=True, exist_ok=True)
         atomic_write_json(path, entries)
     except OSError:
@@ -199,19 +199,22 @@ def _write_cache(path: Path | None, key: str, rates: dict[str, float]) -> None:
 
 
 def cpu_matmul_gflops(shapes: Sequence[Shape], *, measure: Callable[[Sequence[Shape]], dict[str, float]] | None = None,
-                      cache_file: Path | None | Literal["default"] = "default") -> tuple[dict[str, float], str]:
-    """(GFLOP/s per dtype, where it came from: "measured" or "cached") for `shapes` on this CPU and thread count,
-    from the process cache, the cache file, or a fresh measurement (then written to both)."""
+                      cache_file: Path | None | Literal["default"] = "default") -> tuple[dict[str, float], str, str]:
+    """(GFLOP/s per dtype, when it was measured, "measured" (now) or "cached") for `shapes` on this CPU and
+    thread count, from the process cache, the cache file, or a fresh measurement (then written to
+    both). To measure again, delete the file (or set METAXLM_PRECISION_CACHE=off)."""
     path = _cache_file() if cache_file == "default" else cache_file
     key = _cache_key(shapes, torch.get_num_threads())
     if key in _process_cache:
-        return _process_cache[key], "cached"
-    rates, source = _read_cache(path, key), "cached"
-    if rates is None:
-        rates, source = (measure or measure_matmul_gflops)(shapes), "measured"
-        _write_cache(path, key, rates)
-    _process_cache[key] = rates
-    return rates, source
+        return *_process_cache[key], "cached"
+    found = _read_cache(path, key)
+    if found is None:
+        rates, when = (measure or measure_matmul_gflops)(shapes), time.strftime("%Y-%m-%d %H:%M:%S")
+        _process_cache[key] = rates, when
+        _write_cache(path, key, rates, when)
+        return rates, when, "measured"
+    _process_cache[key] = found
+    return *found, "cached"
 
 
 def choose_from_rates(rates: dict[str, float], *, min_speedup: float = BF16_MIN_SPEEDUP) -> tuple[str, str]:
@@ -243,9 +246,9 @@ def _decide(requested: str, device_type: str, shapes: Sequence[Shape] | None, me
     if device_type != "cpu":
         return PrecisionChoice("fp32", "auto", device_type, f"no bf16 measurement for device {device_type!r}")
     shapes = list(shapes or matmul_shapes(384, 1536))
-    rates, source = cpu_matmul_gflops(shapes, measure=measure, cache_file=cache_file)
+    rates, when, source = cpu_matmul_gflops(shapes, measure=measure, cache_file=cache_file)
     precision, why = choose_from_rates(rates)
-    where = "measured now" if source == "measured" else "measured earlier, cached"
+    where = "measured now" if source == "measured" else f"measured {when}, cached"
     reason = f"{why} on {cpu_model()}, {torch.get_num_threads()} threads ({where})"
     return PrecisionChoice(precision, "auto", "cpu", reason, dict(rates), source)
 

@@ -6,6 +6,9 @@ batches padded to their longest feature, with features of similar length batched
 within windows of 64 batches, then batch order shuffled), which wastes little compute on padding.
 Everything random is seeded from `seed` (torch, numpy, python; the batch order from its own generator),
 so a run is a function of its seed. Inference: eval mode, the same precision, features sorted by length.
+In fp32 on a CPU, training runs under metaxlm.compute.fastpath (dropout masks from parallel numpy streams, attention
+with dropout and padding mask in one function instead of SDPA's slow math kernel); bf16 keeps torch's own dropout
+and SDPA, so bf16 fine-tuning results of earlier versions reproduce.
 
 A training item is an example or a tuple of examples that must share a batch (the code-switched pairs
 of translate-train); all features of one item (e.g. a long QA context's windows) stay together too.
@@ -16,11 +19,13 @@ from __future__ import annotations
 import math
 import random
 from collections.abc import Sequence
+from contextlib import nullcontext
 
 import numpy as np
 import torch
 from tqdm import tqdm
 
+from metaxlm.compute.fastpath import training_fast_path
 from metaxlm.compute.optim import adamw
 from metaxlm.compute.precision import PrecisionChoice, model_matmul_shapes, resolve_precision
 from metaxlm.errors import MetaXLMError
@@ -129,12 +134,13 @@ def finetune(model, task: Task, train_items: Sequence, hp: Hyperparameters, *, s
     params = [p for p in model.parameters() if p.requires_grad]
     pad_id = task.tokenizer.pad_token_id if task.tokenizer.pad_token_id is not None else 0
     precision = resolved_precision(model, hp, device, hp.batch_size)
+    fast_path = (lambda: training_fast_path(device)) if precision.precision == "fp32" else nullcontext
     with tqdm(total=total, desc=desc, unit="step", disable=not progress, leave=False) as bar:
         step = 0
         while step < total:
             for batch_indices in epoch_batches:
                 batch = collate([features[k] for k in batch_indices], pad_id, task.target_keys)
-                with precision.autocast(device.type):
+                with precision.autocast(device.type), fast_path():
                     loss = model(**{k: v.to(device) for k, v in batch.items()}).loss
                 if not torch.isfinite(loss):
                     raise MetaXLMError(f"fine-tuning: non-finite loss at step {step} (lower the learning rate)")
