@@ -245,6 +245,13 @@ def test_model_registry_reaches_bert_and_roberta_without_guessing(tokenizer_dir)
         assert arch.mlm_head(model) is head
         assert len(arch.layers(model)) == 2
         assert arch.encoder(model) is model.base_model
+        bias = arch.output_bias(model)
+        assert bias is not None and bias.shape == (model.config.vocab_size,)
+        assert model.get_output_embeddings().bias is bias  # the bias the decoder adds, not a copy
+        cut = arch.truncated_encoder(model, 1)
+        assert len(arch.layers(cut)) == 1 and len(arch.layers(model)) == 2  # the model itself is not cut
+        assert cut.embeddings is model.base_model.embeddings  # weights shared
+    assert arch_of(bert.bert).output_bias(bert.bert) is None  # a bare encoder has no MLM head
     with pytest.raises(ConfigError, match=r"model type 'gpt2' has no metaxlm architecture"):
         from transformers import GPT2Config, GPT2LMHeadModel
 

@@ -2,8 +2,8 @@
 
 The encoder runs once per batch and stops at the highest requested layer: it runs a shallow copy of the base
 model whose encoder keeps only the first layers (weights shared, the model itself is not changed; no pooler, no
-LM head), and forward hooks on the layers collect their outputs. A model without an `encoder.layer` list (other
-AutoModels) runs whole with `output_hidden_states`.
+LM head; the model's architecture in metaxlm.models.arch knows how to cut it), and forward hooks on the layers
+collect their outputs. A model type no architecture handles runs whole with `output_hidden_states`.
 Batches hold texts of similar length (sorted), so little compute goes to padding; inference runs in the
 precision that fits the machine (`precision="auto"`: bf16 autocast only where bf16 matmuls are faster, see
 metaxlm.compute.precision), or as asked (`bf16`, `fp32`).
@@ -11,7 +11,6 @@ metaxlm.compute.precision), or as asked (`bf16`, `fp32`).
 
 from __future__ import annotations
 
-import copy
 import warnings
 from collections.abc import Sequence
 from contextlib import contextmanager
@@ -23,6 +22,7 @@ from tqdm import tqdm
 
 from metaxlm.data.padding import pad_right
 from metaxlm.errors import ConfigError
+from metaxlm.models.arch import arch_or_none
 from metaxlm.models.pooling import cls_pool, mean_pool
 
 PRECISIONS = ("auto", "bf16", "fp32", "native")  # native: no autocast, the weights' own dtype (e.g. a bf16 copy)
@@ -55,30 +55,17 @@ def max_positions(model, tokenizer, max_length: int = 512) -> int:
     return min(limit, max_length, tokenizer_limit if tokenizer_limit < 1_000_000 else limit)
 
 
-def _shallow_copy(module: nn.Module) -> nn.Module:
-    """A new module object sharing parameters and submodules, whose own submodule table can be changed."""
-    clone = copy.copy(module)
-    clone._modules = dict(module._modules)
-    return clone
-
-
 def layer_blocks(model) -> nn.ModuleList | None:
-    """The base model's list of transformer layers (`encoder.layer`: BERT, RoBERTa, XLM-R, ELECTRA, ...)."""
-    blocks = getattr(getattr(model.base_model, "encoder", None), "layer", None)
-    return blocks if isinstance(blocks, nn.ModuleList) else None
+    """The encoder's transformer layers, from the model's architecture (metaxlm.models.arch); None for a
+    model type no architecture handles."""
+    arch = arch_or_none(model)
+    return None if arch is None else arch.layers(model)
 
 
 def truncated_encoder(model, n_layers: int) -> nn.Module:
-    """The base model computing only its first `n_layers` layers (the base model itself if it cannot be cut)."""
-    base, blocks = model.base_model, layer_blocks(model)
-    if blocks is None:
-        return base
-    clone, encoder = _shallow_copy(base), _shallow_copy(base.encoder)
-    encoder.layer = nn.ModuleList(list(blocks)[:n_layers])
-    clone.encoder = encoder
-    if getattr(clone, "pooler", None) is not None:
-        clone.pooler = None  # nothing reads the pooled output here
-    return clone
+    """The encoder computing only its first `n_layers` layers (the whole base model if it cannot be cut)."""
+    arch = arch_or_none(model)
+    return model.base_model if arch is None else arch.truncated_encoder(model, n_layers)
 
 
 def inference_precision(model, precision: str = "auto", batch_tokens: int = 2048) -> str:

@@ -43,6 +43,15 @@ class ModelArch:
     def embeddings(self, model: nn.Module) -> nn.Module:
         return model.base_model.embeddings
 
+    def output_bias(self, model: nn.Module) -> torch.Tensor | None:
+        """The MLM head's per-token output bias (one row per vocabulary entry), or None if it has none."""
+        return None
+
+    def truncated_encoder(self, model: nn.Module, n_layers: int) -> nn.Module:
+        """The encoder computing only its first `n_layers` layers, weights shared (the model is not changed);
+        the whole encoder where the architecture cannot be cut."""
+        return self.encoder(model)
+
     def export(self, model: nn.Module, tokenizer, out_dir: str | Path, state_dict: dict | None = None) -> None:
         """Write an HF checkpoint directory (safetensors + config.json + tokenizer) that loads with
         `AutoModelForMaskedLM.from_pretrained`. `state_dict`: gathered full weights of a sharded model."""
@@ -67,6 +76,14 @@ def arch_of(model: nn.Module) -> ModelArch:
             return arch()
     known = "; ".join(f"{n}: {', '.join(ARCHS.get(n).model_types)}" for n in ARCHS.names())
     raise ConfigError(f"model type {model_type!r} has no metaxlm architecture (registered: {known})")
+
+
+def arch_or_none(model: nn.Module) -> ModelArch | None:
+    """`arch_of(model)`, or None for a model type no architecture handles (probes then run it whole)."""
+    try:
+        return arch_of(model)
+    except ConfigError:
+        return None
 
 
 def build_mlm(cfg, tokenizer, seed: int = 0) -> nn.Module:

@@ -27,6 +27,7 @@ from typing import Literal
 import torch
 
 from metaxlm.errors import MetaXLMError
+from metaxlm.models.arch import arch_of
 from metaxlm.transfer.vocab_match import VocabMatch
 
 __all__ = ["body_parameter_names", "embedding_parameter_names", "freeze_body", "initialize_from_source"]
@@ -85,7 +86,7 @@ def _is_tied(model) -> bool:
     out = model.get_output_embeddings()
     if out is None or out.weight is not model.get_input_embeddings().weight:
         return False
-    bias = getattr(model.cls.predictions, "bias", None)
+    bias = arch_of(model).output_bias(model)
     return out.bias is None or bias is None or out.bias is bias
 
 
@@ -237,8 +238,8 @@ def _init_rows(target, source, match: VocabMatch, fallback: str, report: dict) -
     names = dict((id(p), n) for n, p in target.named_parameters())
     mean, matched = _mean_rows(w_s, match.sources, w_t.shape[0])
     tensors = [(w_t, mean)]
-    src_bias = getattr(getattr(getattr(source, "cls", None), "predictions", None), "bias", None)
-    tgt_bias = target.cls.predictions.bias
+    src_bias = arch_of(source).output_bias(source)  # None for a bare encoder (no MLM head)
+    tgt_bias = arch_of(target).output_bias(target)
     if src_bias is not None:
         tensors.append((tgt_bias, _mean_rows(src_bias, match.sources, tgt_bias.shape[0])[0]))
     else:

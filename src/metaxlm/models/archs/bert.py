@@ -4,6 +4,9 @@ so any such HF directory can be continued or probed."""
 
 from __future__ import annotations
 
+import copy
+
+import torch
 from torch import nn
 
 from metaxlm.models.arch import ARCHS, ModelArch
@@ -34,3 +37,25 @@ class Bert(ModelArch):
 
     def layers(self, model: nn.Module) -> nn.ModuleList:
         return model.base_model.encoder.layer
+
+    def output_bias(self, model: nn.Module) -> torch.Tensor | None:
+        if not (hasattr(model, "cls") or hasattr(model, "lm_head")):
+            return None  # a bare encoder (BertModel): no MLM head
+        head = self.mlm_head(model)
+        return getattr(getattr(head, "predictions", head), "bias", None)
+
+    def truncated_encoder(self, model: nn.Module, n_layers: int) -> nn.Module:
+        base = model.base_model
+        clone, encoder = _shallow_copy(base), _shallow_copy(base.encoder)
+        encoder.layer = nn.ModuleList(list(base.encoder.layer)[:n_layers])
+        clone.encoder = encoder
+        if getattr(clone, "pooler", None) is not None:
+            clone.pooler = None  # nothing reads the pooled output of a truncated encoder
+        return clone
+
+
+def _shallow_copy(module: nn.Module) -> nn.Module:
+    """A new module object sharing parameters and submodules, whose own submodule table can be changed."""
+    clone = copy.copy(module)
+    clone._modules = dict(module._modules)
+    return clone
