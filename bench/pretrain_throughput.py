@@ -17,7 +17,7 @@ is measured the same way as metaxlm, so neither side is held to a precision that
 The sides alternate (`--repeats` runs of each, in the order M B B M ...), since the machine may be shared;
 each side is reported by its fastest run, with every run's tokens/s and the CPU share other processes took.
 
-The batches of both come from metaxlm's `PackedBatches` + `MaskedLM.prepare` with the engine's seeds
+The batches of both come from metaxlm's `mono` batch source + `MaskedLM.prepare` with the engine's seeds
 (a digest of every training batch and mask is compared between the two sides). Tokens/s is measured
 over the steps after the warm-up steps, each step timed from batch building to the optimizer step.
 After equal steps both models are evaluated in fp32 with full logits on the same held-out packed

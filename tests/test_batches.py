@@ -19,7 +19,7 @@ from metaxlm.config import CorpusSpec, PrepareConfig
 from metaxlm.data.prepare import prepare_corpora
 from metaxlm.data.sampling import LanguageSampler, sampling_probs
 from metaxlm.errors import ConfigError, DataError
-from metaxlm.pretrain.batches import BATCH_SOURCES, Batch, PackedBatches, load_prepared
+from metaxlm.pretrain.batches import BATCH_SOURCES, Batch, load_prepared
 from metaxlm.pretrain.batches.base import padded_length
 from metaxlm.vocab import load_tokenizer
 
@@ -188,26 +188,13 @@ def test_mono_kind_is_bit_identical_to_the_old_packer(prepared, tok, alpha):
     data = load_prepared(prepared / "prepared", "mono")
     old = OldPackedBatches(data, seq_len=32, alpha=alpha, seed=3, bos_id=tok.cls_token_id, eos_id=tok.sep_token_id)
     new = source("mono", data, seq_len=32, alpha=alpha, seed=3, tokenizer=tok)
-    legacy = PackedBatches(data, seq_len=32, alpha=alpha, seed=3, bos_id=tok.cls_token_id, eos_id=tok.sep_token_id)
     for _ in range(40):
         ids, langs = old.next_batch(16)
-        batch, same = new.next_batch(16), legacy.next_batch(16)
+        batch = new.next_batch(16)
         assert batch.kind == "mono" and set(batch.tensors) == {"input_ids"}
-        assert batch.langs == langs and torch.equal(batch.input_ids, ids) and torch.equal(same.input_ids, ids)
+        assert batch.langs == langs and torch.equal(batch.input_ids, ids)
     if alpha == 0.0:  # uniform sampling: the comparison goes through reshuffles of the small languages
         assert new.streams["zh"].epoch >= 1
-
-
-def test_legacy_parallel_packing_is_unchanged_until_the_engine_switches(prepared, tok):
-    data = load_prepared(prepared / "prepared", "parallel")
-    old = OldPackedBatches(data, seq_len=32, alpha=0.7, seed=0, bos_id=tok.cls_token_id, eos_id=tok.sep_token_id,
-                           kind="parallel")
-    legacy = PackedBatches(data, seq_len=32, alpha=0.7, seed=0, bos_id=tok.cls_token_id, eos_id=tok.sep_token_id,
-                           kind="parallel")
-    for _ in range(5):
-        ids, _ = old.next_batch(8)
-        batch = legacy.next_batch(8)
-        assert batch.kind == "parallel" and torch.equal(batch.input_ids, ids)
 
 
 # -- kind "pair": the TLM defect -----------------------------------------------------------------------------------
@@ -415,8 +402,6 @@ def test_batch_rows_slice_every_tensor_and_num_tokens_counts_real_ones():
     assert batch.num_tokens == int(batch.tensors["attention_mask"].sum()) < batch.input_ids.numel()
     with pytest.raises(ValueError, match="other row counts"):
         Batch("pair", ["en-de"], {"input_ids": torch.zeros(2, 3, dtype=torch.long)})
-    legacy = Batch(torch.ones(2, 4, dtype=torch.long), ["en", "de"])  # the pre-issue-8 form, until the engine switches
-    assert legacy.kind == "mono" and legacy.input_ids.shape == (2, 4)
 
 
 @pytest.mark.parametrize("kind", ["mono", "pair", "pair_sides", "segments"])

@@ -13,12 +13,11 @@ A new kind is one new file here: subclass `BatchSource`, decorate it with `@BATC
 
 from metaxlm.pretrain.batches.base import BATCH_SOURCES, Batch, BatchSource
 from metaxlm.pretrain.batches.mono import MonoSource
-from metaxlm.pretrain.batches.packed import PackedBatches
 from metaxlm.pretrain.batches.pair import PairSource
 from metaxlm.pretrain.batches.pair_sides import PairSidesSource
 from metaxlm.pretrain.batches.prepared import fixed_eval_batches, load_prepared
 from metaxlm.pretrain.batches.segments import SegmentsSource
 from metaxlm.pretrain.batches.streams import TextStream, _ListColumn
 
-__all__ = ["BATCH_SOURCES", "Batch", "BatchSource", "MonoSource", "PackedBatches", "PairSidesSource", "PairSource",
+__all__ = ["BATCH_SOURCES", "Batch", "BatchSource", "MonoSource", "PairSidesSource", "PairSource",
            "SegmentsSource", "TextStream", "_ListColumn", "fixed_eval_batches", "load_prepared"]

@@ -29,11 +29,6 @@ class Batch:
     tensors: dict[str, torch.Tensor] = field(default_factory=dict)
 
     def __post_init__(self):
-        if isinstance(self.kind, torch.Tensor):
-            # The pre-issue-8 form Batch(input_ids, langs[, kind]), still used by engine.heldout_loss and
-            # bench/pretrain_throughput.py; remove once they build Batch(kind, langs, {"input_ids": ...}).
-            kind = self.tensors if isinstance(self.tensors, str) else "mono"
-            self.kind, self.tensors = kind, {"input_ids": self.kind}
         self.langs = list(self.langs)
         bad = {k: tuple(v.shape) for k, v in self.tensors.items() if v.ndim == 0 or len(v) != len(self.langs)}
         if bad:
