@@ -12,11 +12,9 @@ from tools.fetch import Package
 if TYPE_CHECKING:  # build imports card, so import Bundle for type hints only
     from tools.demo_bundle.build import Bundle
 
-# The shipped bundle's card and manifest name the command and function that built it before the builder
-# left the metaxlm package (issue 8: now `make demo-data`, `python -m tools.demo_bundle`). They are kept
-# verbatim so a rebuild from the same packages stays byte-identical; update them with the next rebuild.
-REBUILD_COMMAND = "metaxlm data build-demo"
-BUILDER_FUNCTION = "metaxlm.data.demo.build_demo"
+# How the card and manifest say the bundle is rebuilt (the builder is a tool, not part of the metaxlm package).
+REBUILD_COMMAND = "make demo-data"
+BUILDER_FUNCTION = "python -m tools.demo_bundle"
 
 COMMON_LICENSES = Path("/usr/share/common-licenses")  # Debian base-files: full texts the copyrights cite
 FULL_TEXTS = ("MPL-2.0", "GPL-2", "GPL-3")
