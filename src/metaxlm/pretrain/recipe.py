@@ -8,6 +8,7 @@ model directory (`start_from`) — builds its objectives from the config, and ha
 
 from __future__ import annotations
 
+import warnings
 from collections import Counter
 from pathlib import Path
 
@@ -202,6 +203,11 @@ def run_pretrain(cfg: RunConfig, variant: str, *, resume: bool = False, resume_f
                                resolve_model=lambda ref: resolve_model(cfg, ref, progress=progress))
     objectives = build_objectives(objective_spec(cfg, variant), context,
                                   where=f"variants.{variant}: train.objectives")
+    self_labelling = [n for n, o in objectives.items() if getattr(o, "needs_pretrained_start", False)]
+    if self_labelling and not cfg.variants[variant].start_from and cfg.variants[variant].init == "none":
+        warnings.warn(f"variants.{variant}: {', '.join(self_labelling)} self-label from the model being trained, and "
+                      f"this variant starts from random weights: the labels will be noise at first (XLM-Align "
+                      f"continues a pretrained encoder; give start_from or init)", stacklevel=2)
     return pretrain(model=model, tokenizer=tokenizer, train_data=train_data, heldout_data=load_prepared(
                     run.prepared, "heldout"), cfg=train, alpha=cfg.data.alpha, seed=cfg.seed, out_dir=run.variant(
                     variant).root, resume=resume, resume_from=resume_from, progress=progress, objectives=objectives,
