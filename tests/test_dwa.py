@@ -98,8 +98,9 @@ def test_eq9_discounts_a_doubly_covered_cell_the_released_rule_drops():
 
 
 # -- self-labelling ----------------------------------------------------------------------------------------------------
-def test_labels_equal_the_alignment_core_on_the_same_states(model, tok):
-    obj = dwa(model, tok, filtering="released")
+@pytest.mark.parametrize("options", [{}, {"encoding": "joint", "kernel": "paper", "filtering": "eq9"}])
+def test_labels_equal_the_alignment_core_on_the_same_states(model, tok, options):
+    obj = dwa(model, tok, **options)
     batch = pair_batch(tok, some_pairs(tok, 6))
     prep = obj.prepare(batch, torch.Generator().manual_seed(0))
     t = prep.tensors
@@ -109,7 +110,7 @@ def test_labels_equal_the_alignment_core_on_the_same_states(model, tok):
         src = (t["token_side"][b] == 0).nonzero().squeeze(1)
         tgt = (t["token_side"][b] == 1).nonzero().squeeze(1)
         assert not set(src.tolist()) & {0} and t["orig_ids"][b, src].tolist() == batch.input_ids[b, src].tolist()
-        ref = OTAlignment().links(states[b, src][None], states[b, tgt][None],
+        ref = OTAlignment(kernel=obj.options.kernel, mu=obj.options.mu, filtering=obj.options.filtering).links(states[b, src][None], states[b, tgt][None],
                                   torch.ones(1, len(src), len(tgt), dtype=torch.bool))[0]
         got = found.links[b, :len(src), :len(tgt)]
         assert torch.equal(got, ref), b

@@ -16,8 +16,16 @@ from metaxlm.alignment.links import (
     union_links,
 )
 from metaxlm.alignment.ot import KERNELS, kernel_similarity, log_sinkhorn, sinkhorn
-from metaxlm.alignment.subwords import BARE_PIECE, PairBatch, WordPieces, pair_batch, word_links, word_pieces
+from metaxlm.alignment.subwords import (
+    BARE_PIECE,
+    PairBatch,
+    WordPieces,
+    bare_piece_ids,
+    pair_batch,
+    word_links,
+    word_pieces,
+)
 
 __all__ = ["BARE_PIECE", "FILTERINGS", "KERNELS", "SIMALIGN_ALPHA", "SIMALIGN_MAX_COUNT", "OTAlignment", "PairBatch",
-           "WordPieces", "argmax_links", "itermax_links", "kernel_similarity", "log_sinkhorn", "ot_links", "pair_batch",
+           "WordPieces", "argmax_links", "bare_piece_ids", "itermax_links", "kernel_similarity", "log_sinkhorn", "ot_links", "pair_batch",
            "sinkhorn", "union_links", "word_links", "word_pieces"]

@@ -127,9 +127,10 @@ def evaluate_alignment(model, tokenizer, spec: AlignmentEvalSpec, ecfg: EvalConf
 
     aset = load_alignment(spec.src, spec.tgt, spec.gold, fmt=spec.format, src_base=spec.word_base,
                           sid_base=spec.sid_base)
+    settings = spec.aligner_settings() if spec.method == "ot" else {}
     result = alignment_by_layer(model, tokenizer, aset, method=spec.method, layers=ecfg.layers,
-                                precision=ecfg.precision)
-    return {"method": spec.method, "pairs": len(aset), **result}
+                                precision=ecfg.precision, **settings)
+    return {"method": spec.method, "pairs": len(aset), **({"settings": settings} if settings else {}), **result}
 
 
 # --- one model --------------------------------------------------------------------------------------------
