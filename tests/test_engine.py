@@ -256,3 +256,25 @@ def test_model_registry_reaches_bert_and_roberta_without_guessing(tokenizer_dir)
         from transformers import GPT2Config, GPT2LMHeadModel
 
         arch_of(GPT2LMHeadModel(GPT2Config(n_layer=1, n_embd=16, n_head=2, vocab_size=20)))
+
+
+def test_a_model_keeps_only_the_rows_of_a_trimmed_vocabulary(tokenizer_dir):
+    """`select_vocabulary` (a start model continued with a trimmed copy of its vocabulary): the new model's logits
+    for new id k are the old model's for old id keep[k], on the same text."""
+    import copy
+
+    from metaxlm.config import ModelConfig
+    from metaxlm.models import arch_of, build_mlm
+    from metaxlm.vocab import load_tokenizer
+
+    tok = load_tokenizer(tokenizer_dir)
+    old = build_mlm(ModelConfig(**{**TINY, "dropout": 0.0, "attention_dropout": 0.0}), tok, seed=1).eval()
+    keep = [tok.pad_token_id, tok.cls_token_id, tok.sep_token_id, 40, 7, 33, 12]
+    new = copy.deepcopy(old)
+    arch_of(new).select_vocabulary(new, keep)
+    assert new.config.vocab_size == len(keep) and new.get_input_embeddings().padding_idx == 0
+    assert new.get_output_embeddings().weight is new.get_input_embeddings().weight  # still tied
+    new_ids = torch.tensor([[1, 3, 4, 5, 6, 2]])
+    old_ids = torch.tensor([[keep[i] for i in new_ids[0].tolist()]])
+    with torch.no_grad():
+        torch.testing.assert_close(new(input_ids=new_ids).logits, old(input_ids=old_ids).logits[..., keep])

@@ -14,7 +14,7 @@ from pathlib import Path
 
 from metaxlm.config import RunConfig
 from metaxlm.errors import ConfigError, MetaXLMError
-from metaxlm.models import build_mlm, get_arch
+from metaxlm.models import arch_of, build_mlm, get_arch
 from metaxlm.pretrain.batches import load_prepared
 from metaxlm.pretrain.engine import PretrainResult, pretrain
 from metaxlm.pretrain.objectives import ObjectiveContext, build_objectives, parse_objectives
@@ -161,7 +161,10 @@ def initialize_variant(cfg: RunConfig, variant: str, model, tokenizer, train_dat
 
 def load_start_model(cfg: RunConfig, variant: str, tokenizer, *, progress: bool = True):
     """The model a `start_from` variant continues: an MLM checkpoint as it is, an encoder without an MLM head
-    with a fresh head tied to its embeddings. Its vocabulary must be the run's (the data is tokenized with it)."""
+    with a fresh head tied to its embeddings. Its vocabulary must be the run's (the data is tokenized with it), or
+    the run's vocabulary a trim of it (`vocab.trim`: its trim_map.json names the rows kept)."""
+    import json
+
     from transformers import AutoConfig, AutoModelForMaskedLM
 
     from metaxlm.models.english import import_english_encoder
@@ -170,14 +173,23 @@ def load_start_model(cfg: RunConfig, variant: str, tokenizer, *, progress: bool 
     ref = cfg.variants[variant].start_from
     path = resolve_model(cfg, ref, progress=progress)
     config = AutoConfig.from_pretrained(str(path))
-    if config.vocab_size != len(tokenizer):
+    trim_file = RunDir.of(cfg).vocab / "trim_map.json"
+    keep = None
+    if config.vocab_size != len(tokenizer) and trim_file.exists():
+        trim = json.loads(trim_file.read_text(encoding="utf-8"))
+        if trim.get("old_vocab_size") == config.vocab_size and len(trim.get("new_to_old", [])) == len(tokenizer):
+            keep = trim["new_to_old"]
+    if config.vocab_size != len(tokenizer) and keep is None:
         raise MetaXLMError(f"variants.{variant}.start_from: {path} has a vocabulary of {config.vocab_size:,} pieces, "
                            f"the run's has {len(tokenizer):,}: the data is tokenized with the run's vocabulary, so "
-                           f"load the model's own (vocab.mode=load vocab.path={path})")
+                           f"load the model's own (vocab.mode=load vocab.path={path}, optionally vocab.trim=true)")
     if not any(a.endswith(("ForMaskedLM", "ForPreTraining")) for a in config.architectures or []):
         path = import_english_encoder(path, RunDir.of(cfg).variant(variant).root / "start", seed=cfg.seed)
     with quiet_transformers():
-        return AutoModelForMaskedLM.from_pretrained(str(path))
+        model = AutoModelForMaskedLM.from_pretrained(str(path))
+    if keep is not None:  # the rows of the pieces the trimmed vocabulary kept, in its order
+        arch_of(model).select_vocabulary(model, keep)
+    return model
 
 
 def run_pretrain(cfg: RunConfig, variant: str, *, resume: bool = False, resume_from: str | Path | None = None,
