@@ -289,6 +289,9 @@ class RunConfig(Strict):
     meta: MetaConfig = Field(default_factory=MetaConfig)
     # The pretraining runs of the `pretrain` stage, each at the same budget (`train`).
     variants: dict[str, TransferConfig] = Field(default_factory=lambda: {"xlm": TransferConfig()})
+    # Which variants the pretrain (and by default the evaluate) stage runs, with the variants they start from;
+    # default: all. Lets a config list its ablations and a run pick some (`run_variants=[xlm_align,mlm_only]`).
+    run_variants: list[str] | None = None
     evaluate: EvalConfig = Field(default_factory=EvalConfig)
 
     @model_validator(mode="after")
@@ -327,6 +330,16 @@ class RunConfig(Strict):
 
         for name in self.variants:
             visit(name, ())
+        if self.run_variants is not None:
+            unknown = [v for v in self.run_variants if v not in self.variants]
+            if unknown:
+                raise ValueError(f"run_variants: {', '.join(unknown)} not in variants ({', '.join(self.variants)})")
+            needed: set[str] = set()
+            for name in self.run_variants:
+                while name in self.variants and name not in needed:
+                    needed.add(name)
+                    name = self.variants[name].start_from
+            order = [v for v in order if v in needed]
         return order
 
 

