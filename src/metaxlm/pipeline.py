@@ -48,6 +48,9 @@ def stage_vocab(cfg: RunConfig, progress: bool = True) -> dict:
         info["trim"] = trim_vocab(out, texts, trimmed, min_count=cfg.vocab.trim_min_count, progress=progress)
         shutil.rmtree(out)
         trimmed.rename(out)
+        print(f"vocabulary trimmed to the corpus: {info['trim']['old_vocab_size']:,} -> "
+              f"{info['trim']['new_vocab_size']:,} pieces")
+        info["vocab_size"] = info["trim"]["new_vocab_size"]
     print(f"vocabulary: {info['vocab_size']:,} pieces -> {out}")
     return info
 
