@@ -1,16 +1,17 @@
 """XLM-Align's denoising word alignment (pretrain/objectives/dwa.py) and the self-labelling aligner's options."""
 
 import math
-import shutil
-import signal
-import subprocess
-import sys
-import time
-from pathlib import Path
 
 import pytest
 import torch
-from pretrain_helpers import TINY, cli, final_weights, make_config, metrics
+from pretrain_helpers import (
+    TINY,
+    assert_same_losses_and_weights,
+    check_resume_after_sigkill,
+    make_config,
+    metrics,
+    one_and_two_processes,
+)
 from safetensors.torch import load_file
 
 from metaxlm.alignment import OTAlignment, kernel_similarity, ot_links
@@ -237,7 +238,7 @@ def test_dwa_in_a_run_logs_its_loss_exports_its_head_and_warns_on_a_cold_start(p
     assert all(r["loss/dwa"] > 0 for r in rows if "loss/dwa" in r)
     assert len([r for r in rows if "loss/dwa" in r]) == 2
     head = load_file(str(tmp_path / "run" / "pretrain" / "x" / "final" / "objectives.safetensors"))
-    assert set(head) == {"dwa.query.weight", "dwa.query.bias", "dwa.key.weight", "dwa.key.bias"}
+    assert {"dwa.query.weight", "dwa.query.bias", "dwa.key.weight", "dwa.key.bias"} <= set(head)
 
 
 def test_encoder_passes_per_micro_batch(parallel_template, tmp_path, monkeypatch):
@@ -273,59 +274,16 @@ def test_encoder_passes_per_micro_batch(parallel_template, tmp_path, monkeypatch
 
 def test_resume_after_sigkill_is_exact_with_dwa(parallel_template, tmp_path):
     steps = 24
-    objectives = ["train.objectives={mlm: 1.0, tlm: 1.0, dwa: 1.0}"]
-    cfg = make_config(parallel_template, tmp_path, steps=steps, save_every=4, eval_every=12, keep_checkpoints=50)
-    shutil.copytree(parallel_template, tmp_path / "ref", dirs_exist_ok=True)
-    ref = cli("pretrain", str(cfg), "--no-progress", *objectives, f"output_dir={tmp_path / 'ref'}")
-    assert ref.returncode == 0, ref.stderr[-2000:]
-    proc = subprocess.Popen([sys.executable, "-m", "metaxlm.cli", "pretrain", str(cfg), "--no-progress", *objectives],
-                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-    latest = tmp_path / "run" / "pretrain" / "xlm" / "ckpt" / "latest"
-    deadline = time.time() + 180
-    while time.time() < deadline and proc.poll() is None:
-        if latest.exists() and int(latest.read_text().strip().split("_")[1]) >= 8:
-            proc.send_signal(signal.SIGKILL)
-            break
-        time.sleep(0.01)
-    proc.wait()
-    assert proc.returncode == -signal.SIGKILL, "the run ended before it could be killed"
-    resumed = cli("pretrain", str(cfg), "--no-progress", "--resume", *objectives)
-    assert resumed.returncode == 0, resumed.stderr[-2000:]
-    a, b = metrics(tmp_path / "ref" / "pretrain" / "xlm"), metrics(tmp_path / "run" / "pretrain" / "xlm")
-    assert [r["step"] for r in a] == [r["step"] for r in b]
-    for ra, rb in zip(a, b, strict=True):
-        if "loss" in ra:
-            assert {k: v for k, v in ra.items() if k != "tokens_per_s"} == \
-                {k: v for k, v in rb.items() if k != "tokens_per_s"}, ra["step"]
-    for name in ("model.safetensors", "objectives.safetensors"):
-        sa = load_file(str(tmp_path / "ref" / "pretrain" / "xlm" / "ckpt" / f"step_{steps:08d}" / name))
-        sb = load_file(str(tmp_path / "run" / "pretrain" / "xlm" / "ckpt" / f"step_{steps:08d}" / name))
-        assert sa.keys() == sb.keys() and any(k.startswith("dwa.") for k in sa) if name.startswith("obj") else True
-        for k in sa:
-            assert torch.equal(sa[k], sb[k]), (name, k)
+    ckpt = check_resume_after_sigkill(parallel_template, tmp_path, "train.objectives={mlm: 1.0, tlm: 1.0, dwa: 1.0}",
+                                      steps=steps, save_every=4, kill_at=8, eval_every=12)
+    head = load_file(str(ckpt / f"step_{steps:08d}" / "objectives.safetensors"))
+    assert {"dwa.query.weight", "dwa.key.weight"} <= set(head)
 
 
 def test_two_processes_match_one_with_dwa(parallel_template, tmp_path):
-    common = ["--no-progress", "train.precision=fp32", "model.dropout=0.0", "model.attention_dropout=0.0",
-              "train.grad_accum=2", "train.steps=3", "train.objectives={mlm: 1.0, tlm: 1.0, dwa: 1.0}"]
-    cfg = make_config(parallel_template, tmp_path)
-    shutil.copytree(parallel_template, tmp_path / "one")
-    shutil.copytree(parallel_template, tmp_path / "two")
-    one = cli("pretrain", str(cfg), *common, f"output_dir={tmp_path / 'one'}")
-    assert one.returncode == 0, one.stderr[-3000:]
-    torchrun = Path(sys.executable).parent / "torchrun"
-    two = subprocess.run([str(torchrun), "--standalone", "--nproc_per_node=2", "-m", "metaxlm.cli", "pretrain",
-                          str(cfg), *common, f"output_dir={tmp_path / 'two'}"], capture_output=True, text=True)
-    assert two.returncode == 0, two.stderr[-3000:]
-    ra, rb = (metrics(tmp_path / d / "pretrain" / "xlm") for d in ("one", "two"))
-    for name in ("loss", "loss/mlm", "loss/tlm", "loss/dwa"):
-        la, lb = [r[name] for r in ra if name in r], [r[name] for r in rb if name in r]
-        assert len(la) == 3 and la == pytest.approx(lb, rel=1e-5), name
-    wa, wb = final_weights(tmp_path / "one" / "pretrain" / "xlm"), final_weights(tmp_path / "two" / "pretrain" / "xlm")
-    for k in wa:
-        torch.testing.assert_close(wa[k], wb[k], rtol=1e-4, atol=1e-5)
-    ha, hb = (load_file(str(tmp_path / d / "pretrain" / "xlm" / "final" / "objectives.safetensors"))
-              for d in ("one", "two"))
+    one, two = one_and_two_processes(parallel_template, tmp_path, "{mlm: 1.0, tlm: 1.0, dwa: 1.0}")
+    assert_same_losses_and_weights(one, two, ("loss", "loss/mlm", "loss/tlm", "loss/dwa"))
+    ha, hb = (load_file(str(d / "final" / "objectives.safetensors")) for d in (one, two))
     for k in ha:
         torch.testing.assert_close(ha[k], hb[k], rtol=1e-4, atol=1e-5)
 

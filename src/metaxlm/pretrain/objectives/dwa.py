@@ -118,8 +118,9 @@ class DenoisingWordAlignment(MaskedLM):
         # tokens that never take part in alignment: special tokens, padding, sentencepiece's bare '▁' (no content)
         self.unalignable_ids = torch.tensor(sorted(set(self.special_ids.tolist()) | bare_piece_ids(self.tokenizer)),
                                             dtype=torch.long)
-        # this process's labelling since the last evaluation: pairs, links, queries (not state: only reported)
-        self.label_stats = torch.zeros(3, dtype=torch.float64)
+        # this process's labelling since the last evaluation: pairs, links, queries (a buffer: resumed exactly; with
+        # several processes, rank 0's rows are the ones reported and checkpointed)
+        self.register_buffer("label_stats", torch.zeros(3, dtype=torch.float64))
         if options.head:
             self.load_head(options.head)
 
