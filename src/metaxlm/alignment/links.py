@@ -12,7 +12,12 @@ XLM-Align (Chi et al. 2021, Sect. 3.2) as read here, checked against the authors
   and column are both aligned are dropped (× 0), cells with one of them aligned are discounted (× α), and
   the argmax intersection of the re-weighted plan adds its links to A (only cells with a free row or
   column); `max_count` rounds in all (1 = the plain intersection). This is the `itermax` of SimAlign (Jalili
-  Sabet et al. 2020) applied to the plan instead of the similarity, and is what the authors run with α = 0.9.
+  Sabet et al. 2020) applied to the plan instead of the similarity, and is what the authors run with α = 0.9
+  (`filtering="released"`). The literal Eq. (9) differs: a cell whose row and column both hold links (not itself
+  a link) is discounted by α, not dropped, and the discounts accumulate over rounds (`filtering="eq9"`);
+  `filtering="none"` is the paper's no-filtering ablation (union of the two directions' argmax, Table 6).
+* `OTAlignment` gathers the self-labelling settings under the paper's names (μ, Sinkhorn and filtering
+  iterations, α, ε) with the paper's kernel (Eq. 1/5) or the cosine kernel of metaxlm's evaluation aligner.
 
 Where metaxlm departs: exact ties of the score (the plan of a one-token side is uniform) go to the cell of
 higher similarity, then to the first index; the paper leaves ties open and argmax alone picks the first index.
@@ -20,11 +25,14 @@ higher similarity, then to the first index; the paper leaves ties open and argma
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 import torch
 
-from metaxlm.alignment.ot import as_batch, log_sinkhorn
+from metaxlm.alignment.ot import KERNELS, as_batch, kernel_similarity, log_sinkhorn
 
-__all__ = ["SIMALIGN_ALPHA", "SIMALIGN_MAX_COUNT", "argmax_links", "itermax_links", "ot_links"]
+__all__ = ["FILTERINGS", "SIMALIGN_ALPHA", "SIMALIGN_MAX_COUNT", "OTAlignment", "argmax_links", "itermax_links",
+           "ot_links", "union_links"]
 
 SIMALIGN_ALPHA = 0.9  # SimAlign's itermax discount and rounds (Jalili Sabet et al. 2020; simalign 0.4)
 SIMALIGN_MAX_COUNT = 2
@@ -50,24 +58,58 @@ def argmax_links(sim: torch.Tensor, mask: torch.Tensor | None = None) -> torch.T
     return links[0] if single else links
 
 
+FILTERINGS = ("released", "eq9", "none")
+
+
+def _filter_weight(links: torch.Tensor, alpha: float, filtering: str) -> torch.Tensor:
+    """The re-weighting of the score by the links found so far.
+    released: × 0 where the cell's row and column are both aligned, × α where one is, × 1 where neither (the
+              authors' released code and SimAlign's itermax);
+    eq9:      × 0 on the links themselves, × α where the row or the column holds a link, × 1 elsewhere (Eq. 9)."""
+    row_taken, col_taken = links.any(2, keepdim=True), links.any(1, keepdim=True)  # (B, m, 1), (B, 1, n)
+    if filtering == "released":
+        return (alpha * (~row_taken).float() + alpha * (~col_taken).float()).clamp(max=1.0)
+    touched = row_taken | col_taken
+    return torch.where(links, 0.0, torch.where(touched, alpha, 1.0))
+
+
 def _iterative_filtering(log_score: torch.Tensor, sim: torch.Tensor, mask: torch.Tensor, alpha: float,
-                         max_count: int) -> torch.Tensor:
+                         max_count: int, filtering: str = "released") -> torch.Tensor:
     """Argmax intersection of a score (given as its log, -inf outside the mask), then up to max_count − 1 rounds
-    on the re-weighted score (× 0 where row and column are aligned, × α where one is), keeping new links with a
-    free row or column. Matrices with at most 2 real rows or columns, or no free row or column left, stop."""
+    on the re-weighted score (`_filter_weight`), adding the argmax intersection of each round.
+
+    released: as the authors' code and SimAlign: the weights are recomputed from the links each round, a new link
+              needs a free row or column, and matrices with at most 2 real rows or columns (or no free row or column
+              left) stop;
+    eq9:      the paper's Eq. (8)–(9) read literally: the score itself is updated each round (weights accumulate),
+              every cell of the new argmax intersection with a non-zero score joins.
+    `filtering="none"` is not handled here (see `union_links`)."""
+    if filtering not in ("released", "eq9"):
+        raise ValueError(f"filtering must be one of {FILTERINGS}, got {filtering!r}")
     log_score = log_score.masked_fill(~mask, float("-inf"))
     links = _mutual_argmax(log_score, sim, mask)
     rows, cols = mask.any(2), mask.any(1)
+    if filtering == "eq9":
+        for _ in range(max_count - 1):
+            log_score = log_score + _filter_weight(links, alpha, filtering).log()
+            links = links | (_mutual_argmax(log_score, sim, mask) & torch.isfinite(log_score))
+        return links
     active = torch.minimum(rows.sum(1), cols.sum(1)) > 2
     for _ in range(max_count - 1):
         row_free = ~links.any(2)  # (B, m)
         col_free = ~links.any(1)  # (B, n)
         active = active & (row_free & rows).any(1) & (col_free & cols).any(1)
-        weight = (alpha * row_free.unsqueeze(2).float() + alpha * col_free.unsqueeze(1).float()).clamp(max=1.0)
-        weighted = log_score + weight.log()  # log(score × weight); log 0 = -inf drops the cell
+        weighted = log_score + _filter_weight(links, alpha, filtering).log()  # log 0 = -inf drops it
         new = _mutual_argmax(weighted, sim, mask) & torch.isfinite(weighted)
         links = links | (new & active[:, None, None])
     return links
+
+
+def union_links(log_score: torch.Tensor, sim: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
+    """No filtering (the paper's Table 6 ablation): the UNION of the forward and backward argmax of the score."""
+    log_score = log_score.masked_fill(~mask, float("-inf"))
+    tie_break = sim.masked_fill(~mask, float("-inf"))
+    return (_argmax_cells(log_score, tie_break, 2) | _argmax_cells(log_score, tie_break, 1)) & mask
 
 
 def itermax_links(sim: torch.Tensor, mask: torch.Tensor | None = None, *, alpha: float = SIMALIGN_ALPHA,
@@ -81,8 +123,55 @@ def itermax_links(sim: torch.Tensor, mask: torch.Tensor | None = None, *, alpha:
 
 
 def ot_links(sim: torch.Tensor, mask: torch.Tensor | None = None, *, eps: float, n_iter: int, alpha: float,
-             max_count: int) -> torch.Tensor:
-    """XLM-Align's aligner: Sinkhorn plan of the similarities, argmax intersection with iterative filtering."""
+             max_count: int, filtering: str = "released") -> torch.Tensor:
+    """XLM-Align's aligner: Sinkhorn plan of the similarities (log kernel = sim / eps), argmax intersection with
+    iterative filtering (`filtering`: released | eq9, see `_iterative_filtering`; none: the union of both
+    directions' argmax, no filtering)."""
     sim, mask, single = as_batch(sim, mask)
-    links = _iterative_filtering(log_sinkhorn(sim, mask, eps, n_iter), sim, mask, alpha, max_count)
+    log_plan = log_sinkhorn(sim, mask, eps, n_iter)
+    if filtering == "none":
+        links = union_links(log_plan, sim, mask)
+    else:
+        links = _iterative_filtering(log_plan, sim, mask, alpha, max_count, filtering)
     return links[0] if single else links
+
+
+@dataclass(frozen=True)
+class OTAlignment:
+    """XLM-Align's self-labelling aligner with the paper's parameter names (Sect. 3.1, Table 11).
+
+    kernel:         "paper"  — f_sim = log max(ε, h_i·h_j) and K = exp(f_sim / μ) = max(ε, h_i·h_j)^(1/μ) (Eq. 1, 5),
+                               on the raw hidden states;
+                    "cosine" — K = exp(cos(h_i, h_j) / μ), metaxlm's evaluation aligner (cosines of unit vectors);
+    mu:             entropic regularisation μ (Eq. 3);        sinkhorn_iters: Sinkhorn iterations (Eq. 6);
+    filter_iters:   alignment filtering iterations (1 = the plain argmax intersection, Eq. 7);
+    alpha:          the filtering discount α (Eq. 9);         epsilon: ε of Eq. 1 (keeps the log finite);
+    filtering:      "released" (the authors' itermax), "eq9" (Eq. 9 literally) or "none" (union, Table 6).
+    The paper's defaults (Table 11): μ = 1, 2 Sinkhorn iterations, 2 filtering iterations, α = 0.9."""
+
+    kernel: str = "paper"
+    mu: float = 1.0
+    sinkhorn_iters: int = 2
+    filter_iters: int = 2
+    alpha: float = 0.9
+    filtering: str = "released"
+    epsilon: float = 1e-6
+
+    def __post_init__(self):
+        if self.kernel not in KERNELS or self.filtering not in FILTERINGS:
+            raise ValueError(f"kernel must be one of {KERNELS} and filtering one of {FILTERINGS}, "
+                             f"got {self.kernel!r}, {self.filtering!r}")
+        if self.mu <= 0 or self.sinkhorn_iters < 0 or self.filter_iters < 1 or not 0 <= self.alpha <= 1 \
+                or self.epsilon <= 0:
+            raise ValueError(f"need mu > 0, sinkhorn_iters >= 0, filter_iters >= 1, 0 <= alpha <= 1, epsilon > 0; "
+                             f"got {self}")
+
+    def similarity(self, src: torch.Tensor, tgt: torch.Tensor) -> torch.Tensor:
+        """(batch, m, n) similarities of (batch, m, d) source and (batch, n, d) target states whose division by μ
+        is the log kernel: log max(ε, h·h) (paper) or the cosine."""
+        return kernel_similarity(src, tgt, self.kernel, self.epsilon)
+
+    def links(self, src: torch.Tensor, tgt: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
+        """Boolean (batch, m, n) links between the real tokens (`mask`) of padded source and target states."""
+        return ot_links(self.similarity(src, tgt), mask, eps=self.mu, n_iter=self.sinkhorn_iters, alpha=self.alpha,
+                        max_count=self.filter_iters, filtering=self.filtering)

@@ -15,6 +15,21 @@ changes with the other pairs of the padded batch) would pick the link.
 from __future__ import annotations
 
 import torch
+import torch.nn.functional as F
+
+KERNELS = ("paper", "cosine")
+
+
+def kernel_similarity(src: torch.Tensor, tgt: torch.Tensor, kernel: str, epsilon: float = 1e-6) -> torch.Tensor:
+    """(batch, m, n) similarity s whose s / μ is the log OT kernel, from (batch, m, d) and (batch, n, d) states:
+    "paper": f_sim = log max(ε, h_i·h_j) (XLM-Align Eq. 1; K = max(ε, h·h)^(1/μ), Eq. 5) on the raw states;
+    "cosine": cos(h_i, h_j) (K = exp(cos / μ)), metaxlm's evaluation aligner."""
+    src, tgt = src.float(), tgt.float()
+    if kernel == "cosine":
+        return torch.bmm(F.normalize(src, dim=-1), F.normalize(tgt, dim=-1).transpose(1, 2))
+    if kernel == "paper":
+        return torch.bmm(src, tgt.transpose(1, 2)).clamp(min=epsilon).log()
+    raise ValueError(f"kernel must be one of {KERNELS}, got {kernel!r}")
 
 
 def as_batch(sim: torch.Tensor, mask: torch.Tensor | None) -> tuple[torch.Tensor, torch.Tensor, bool]:

