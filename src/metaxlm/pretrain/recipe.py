@@ -178,8 +178,11 @@ def load_start_model(cfg: RunConfig, variant: str, tokenizer, *, progress: bool 
     keep = None
     if config.vocab_size != len(tokenizer) and trim_file.exists():
         trim = json.loads(trim_file.read_text(encoding="utf-8"))
-        if trim.get("old_vocab_size") == config.vocab_size and len(trim.get("new_to_old", [])) == len(tokenizer):
-            keep = trim["new_to_old"]
+        new_to_old = trim.get("new_to_old", [])
+        # the trimmed tokenizer's old ids index the model's rows (a model may have a few more rows than its tokenizer)
+        if trim.get("old_vocab_size", 0) <= config.vocab_size and len(new_to_old) == len(tokenizer) and \
+                max(new_to_old, default=0) < config.vocab_size:
+            keep = new_to_old
     if config.vocab_size != len(tokenizer) and keep is None:
         raise MetaXLMError(f"variants.{variant}.start_from: {path} has a vocabulary of {config.vocab_size:,} pieces, "
                            f"the run's has {len(tokenizer):,}: the data is tokenized with the run's vocabulary, so "
