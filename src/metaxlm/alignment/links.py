@@ -88,12 +88,12 @@ def _iterative_filtering(log_score: torch.Tensor, sim: torch.Tensor, mask: torch
         raise ValueError(f"filtering must be one of {FILTERINGS}, got {filtering!r}")
     log_score = log_score.masked_fill(~mask, float("-inf"))
     links = _mutual_argmax(log_score, sim, mask)
-    rows, cols = mask.any(2), mask.any(1)
     if filtering == "eq9":
         for _ in range(max_count - 1):
             log_score = log_score + _filter_weight(links, alpha, filtering).log()
             links = links | (_mutual_argmax(log_score, sim, mask) & torch.isfinite(log_score))
         return links
+    rows, cols = mask.any(2), mask.any(1)
     active = torch.minimum(rows.sum(1), cols.sum(1)) > 2
     for _ in range(max_count - 1):
         row_free = ~links.any(2)  # (B, m)
@@ -173,5 +173,9 @@ class OTAlignment:
 
     def links(self, src: torch.Tensor, tgt: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
         """Boolean (batch, m, n) links between the real tokens (`mask`) of padded source and target states."""
-        return ot_links(self.similarity(src, tgt), mask, eps=self.mu, n_iter=self.sinkhorn_iters, alpha=self.alpha,
+        return self.links_from_similarity(self.similarity(src, tgt), mask)
+
+    def links_from_similarity(self, sim: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
+        """`links` for similarities already computed with `similarity`."""
+        return ot_links(sim, mask, eps=self.mu, n_iter=self.sinkhorn_iters, alpha=self.alpha,
                         max_count=self.filter_iters, filtering=self.filtering)

@@ -210,9 +210,10 @@ class DenoisingWordAlignment(MaskedLM):
         src = torch.gather(states, 1, src_pos.unsqueeze(-1).expand(-1, -1, d)).float()
         tgt = torch.gather(states, 1, tgt_pos.unsqueeze(-1).expand(-1, -1, d)).float()
         mask = src_real.unsqueeze(2) & tgt_real.unsqueeze(1)
-        links = self.aligner.links(src, tgt, mask) & mask
+        sim = self.aligner.similarity(src, tgt)  # once: for the OT links and to pick among a token's links
+        links = self.aligner.links_from_similarity(sim, mask) & mask
         # a token with several links: its label is the linked token of highest similarity
-        score = self.aligner.similarity(src, tgt).masked_fill(~links, float("-inf"))
+        score = sim.masked_fill(~links, float("-inf"))
         targets = torch.full(token_side.shape, IGNORE, dtype=torch.long)
         rows = torch.arange(len(targets)).unsqueeze(1)
         has_src, has_tgt = links.any(2), links.any(1)  # (B, n), (B, m)
