@@ -157,7 +157,8 @@ def pretrain(*, model, tokenizer, train_data: dict, heldout_data: dict, cfg: Tra
     if micro % world:
         raise MetaXLMError(f"train.batch_size/grad_accum ({micro}) must be a multiple of the process count ({world})")
 
-    context = ObjectiveContext(tokenizer=tokenizer, model_config=model.config, mask_prob=cfg.mask_prob, seed=seed)
+    context = ObjectiveContext(tokenizer=tokenizer, model_config=model.config, model=model, mask_prob=cfg.mask_prob,
+                               seed=seed)
     objectives = objectives if objectives is not None else build_objectives(cfg.objectives, context)
     providers = input_providers(objectives)
     heldout_mlm = next((o for o in objectives.values() if type(o) is MaskedLM), None) or \

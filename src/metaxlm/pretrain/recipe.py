@@ -215,7 +215,8 @@ def run_pretrain(cfg: RunConfig, variant: str, *, resume: bool = False, resume_f
         initialize_variant(cfg, variant, model, tokenizer, train_data, progress=progress)
     load_plugins(cfg.plugins)
     train = cfg.train_for(variant)
-    context = ObjectiveContext(tokenizer=tokenizer, model_config=model.config, mask_prob=train.mask_prob, pivot=cfg.data.pivot, seed=cfg.seed,
+    context = ObjectiveContext(tokenizer=tokenizer, model_config=model.config, model=model, mask_prob=train.mask_prob,
+                               pivot=cfg.data.pivot, seed=cfg.seed,
                                resolve_model=lambda ref: resolve_model(cfg, ref, progress=progress))
     objectives = build_objectives(objective_spec(cfg, variant), context,
                                   where=f"variants.{variant}: train.objectives")

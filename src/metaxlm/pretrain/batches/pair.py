@@ -9,11 +9,15 @@ skipped and counted in `stats["skipped_empty_side"]`. Pairs are α-sampled by la
 
 Rows are padded at the end to the longest row of the batch rounded up to a multiple of 8 (at most seq_len).
 Tensors (B, L): input_ids; attention_mask (1 = real token); side (0 = source token, 1 = target token,
--1 = <s>, </s> or padding).
+-1 = <s>, </s> or padding); and (B,) swap: a seeded coin per pair for objectives that put the two sides in a random
+order (PPA's random input shuffling: `swap_pair_order`, MoCo's query/key sides). The coin is a function of the
+seed and the pair's index in the stream, so kinds "pair" and "pair_sides" (same seeds, same pairs) agree on it, and
+a resumed run draws the same coins.
 """
 
 from __future__ import annotations
 
+import numpy as np
 import torch
 
 from metaxlm.pretrain.batches.base import (
@@ -48,6 +52,13 @@ class PairSource(BatchSource):
         self.rows_built += batch_size
         return langs, [self.streams[k].next_pair() for k in langs]
 
+    def swap_coins(self, batch_size: int) -> torch.Tensor:
+        """(B,) bool: the order coins of the pairs just drawn (call after `next_pairs`). A function of the seed and
+        the pairs' indices only: no state of its own to save, nothing shared with the sampling streams."""
+        first = self.rows_built - batch_size
+        rng = np.random.default_rng([self.stream_seed, 11, first])
+        return torch.from_numpy(rng.random(batch_size) < 0.5)
+
     def next_batch(self, batch_size: int) -> Batch:
         langs, pairs = self.next_pairs(batch_size)
         rows, sides = [], []
@@ -60,7 +71,8 @@ class PairSource(BatchSource):
         side = torch.full_like(input_ids, NO_SIDE)
         for i, s in enumerate(sides):
             side[i, :len(s)] = torch.tensor(s, dtype=torch.long)
-        return Batch(self.kind, langs, {"input_ids": input_ids, "attention_mask": attention_mask, "side": side})
+        return Batch(self.kind, langs, {"input_ids": input_ids, "attention_mask": attention_mask, "side": side,
+                                        "swap": self.swap_coins(batch_size)})
 
     @property
     def stats(self) -> dict[str, int]:
@@ -76,3 +88,20 @@ class PairSource(BatchSource):
         for k, s in self.streams.items():
             s.load_state_dict(state["streams"][k])
         self.rows_built, self.truncated_pairs = state["rows"], state["truncated_pairs"]
+
+
+def swap_pair_order(batch: Batch) -> Batch:
+    """The batch with the sides of the pairs whose `swap` coin is set in the other order: `<s> tgt </s> src </s>`
+    (PPA's TLM: "the order ... is determined by the random input shuffling"). `side` moves with the tokens, so
+    side 0 still marks the source language (English), now second; positions are not reset."""
+    t = batch.tensors
+    ids, side = t["input_ids"].clone(), t["side"].clone()
+    for i in t["swap"].nonzero().flatten().tolist():
+        row, row_side = t["input_ids"][i], t["side"][i]
+        src, tgt = row[row_side == SOURCE_SIDE], row[row_side == TARGET_SIDE]
+        bos, eos = row[0], row[1 + len(src)]
+        n = len(src) + len(tgt) + 3
+        ids[i, :n] = torch.cat([bos.view(1), tgt, eos.view(1), src, eos.view(1)])
+        side[i, :n] = torch.tensor([NO_SIDE] + [TARGET_SIDE] * len(tgt) + [NO_SIDE] + [SOURCE_SIDE] * len(src)
+                                   + [NO_SIDE])
+    return Batch(batch.kind, batch.langs, {**t, "input_ids": ids, "side": side})

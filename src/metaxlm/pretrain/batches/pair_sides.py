@@ -5,7 +5,8 @@ reading the source and predicting the target). Each side is `<s> x </s>`, cut to
 is kept; a pair with a cut side is counted in `stats["truncated_pairs"]`), and padded at the end, separately per
 side, to the side's longest row rounded up to a multiple of 8 (at most seq_len). A pair with an empty side is
 skipped and counted, as for kind "pair"; pairs are α-sampled by language pair, with the same seeds as "pair".
-Tensors: src_ids, src_mask (B, Ls) and tgt_ids, tgt_mask (B, Lt); mask 1 = real token.
+Tensors: src_ids, src_mask (B, Ls) and tgt_ids, tgt_mask (B, Lt); mask 1 = real token; swap (B,) the order coins
+of kind "pair" (the same coin for the same pair).
 """
 
 from __future__ import annotations
@@ -32,4 +33,4 @@ class PairSidesSource(PairSource):
         langs, pairs = self.next_pairs(batch_size)
         tensors, cut = two_sides(pairs, bos=self.bos, eos=self.eos, pad=self.pad, seq_len=self.seq_len)
         self.truncated_pairs += cut
-        return Batch(self.kind, langs, tensors)
+        return Batch(self.kind, langs, {**tensors, "swap": self.swap_coins(batch_size)})

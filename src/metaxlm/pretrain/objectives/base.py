@@ -46,6 +46,7 @@ class ObjectiveContext:
 
     tokenizer: Any
     model_config: Any = None          # the HF config of the model being trained (hidden size for a head, ...)
+    model: Any = None                 # the model itself, with its starting weights (a momentum encoder copies it)
     mask_prob: float = 0.15           # train.mask_prob: the default of objectives that mask
     pivot: str = "en"                 # data.pivot
     seed: int = 0

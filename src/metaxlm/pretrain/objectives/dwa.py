@@ -44,6 +44,7 @@ from pydantic import Field
 from metaxlm.alignment import OTAlignment, bare_piece_ids
 from metaxlm.errors import ConfigError
 from metaxlm.models.arch import arch_of
+from metaxlm.pretrain.batches.pair import swap_pair_order
 from metaxlm.pretrain.objectives import Prepared, register
 from metaxlm.pretrain.objectives.encoding import encode
 from metaxlm.pretrain.objectives.mlm import MaskedLM, MaskingOptions
@@ -167,6 +168,8 @@ class DenoisingWordAlignment(MaskedLM):
         return self._prepared(batch, inputs, labels != IGNORE, generator)
 
     def prepare_shared(self, batch, generator: torch.Generator, provided: Prepared) -> Prepared:
+        if "swapped" in provided.tensors:  # tlm with order: shuffled reordered the pairs it masked
+            batch = swap_pair_order(batch)
         return self._prepared(batch, provided.tensors["input_ids"], provided.tensors["labels"] != IGNORE, generator)
 
     # -- 2. self-labelling ------------------------------------------------------------------------------------------
