@@ -12,7 +12,7 @@ HERE = Path(__file__).resolve().parent
 def main() -> int:
     failed = []
     for script in sorted(HERE.glob("*.py")):
-        if script.name == "run_all.py":
+        if script.name == "run_all.py" or script.name.startswith("_"):  # helpers, not benchmarks
             continue
         print(f"== {script.name}", flush=True)
         if subprocess.run([sys.executable, str(script)]).returncode != 0:

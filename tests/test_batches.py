@@ -289,9 +289,11 @@ def test_pair_sides_are_the_same_pairs_as_pair_rows(prepared, tok):
     pair, sides = source("pair", data, seq_len=64, tokenizer=tok), source("pair_sides", data, seq_len=64, tokenizer=tok)
     for _ in range(5):
         a, b = pair.next_batch(8), sides.next_batch(8)
-        assert set(b.tensors) == {"src_ids", "src_mask", "tgt_ids", "tgt_mask"}
+        assert set(b.tensors) == {"src_ids", "src_mask", "tgt_ids", "tgt_mask", "swap"}
         pairs = set().union(*(pair_set(ds) for ds in data.values()))
         assert check_sides(b, tok, 64) == check_pair_rows(a, tok, pairs, 64) and a.langs == b.langs
+        # the same order coin for the same pair (PPA: MoCo's query side and TLM's order agree)
+        assert torch.equal(a.tensors["swap"], b.tensors["swap"])
 
 
 def test_pair_sides_cut_long_sides_to_seq_len():

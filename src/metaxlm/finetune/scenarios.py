@@ -3,8 +3,9 @@
 - zero_shot: fine-tune on the source language, test every language.
 - supervised: per language with a train file, fine-tune and test in that language.
 - translate_train: per language, fine-tune on the source train data plus that language's (machine-
-  translated) train data; for pair tasks also on the code-switched pairs of Pan et al. (2021),
-  (x_xx, y_en) and (x_en, y_xx) of one item in the same batch; test in that language.
+  translated) train data; for pair tasks the code-switched pairs of Pan et al. (2021), (x_xx, y_en) and
+  (x_en, y_xx) of one item in the same batch, instead of the translated item (x_xx, y_xx) itself (their
+  footnote 2; `code_switch_originals: true` keeps it too); test in that language.
 - transfer_matrix: every language as source (its training data, see `matrix_training_data`), every
   language as target; a source without training data gets a row of NaN (null in JSON) and says so.
 
@@ -127,16 +128,24 @@ def matrix_training_data(data: TaskData, lang: str) -> tuple[list | None, str]:
     return None, "no training data (row is null)"
 
 
-def code_switched_items(task: Task, english: list, translated: list) -> tuple[list, int]:
-    """Training items for translate-train in one language: both sets as they are, plus for pair tasks each
-    matched id's two code-switched examples as one tuple (the trainer keeps a tuple in one batch)."""
-    items: list = [*english, *translated]
+def code_switched_items(task: Task, english: list, translated: list, *, originals: bool = False) -> tuple[list, int]:
+    """Training items for translate-train in one language: the English set, and for each translated example of a
+    pair task with a matching English id its two code-switched examples (x_xx, y_en), (x_en, y_xx) as one tuple (the
+    trainer keeps a tuple in one batch). As Pan et al. (2021, footnote 2), the translated original (x_xx, y_xx) of a
+    code-switched example is not trained on, unless `originals`; translated examples without a code-switched form
+    (single-text tasks, no English match) are kept as they are."""
+    items: list = list(english)
     by_id = {ex.id: ex for ex in english}
     pairs = 0
     for ex in translated:
-        if ex.id in by_id and (switched := task.code_switch(by_id[ex.id], ex)) is not None:
-            items.append(tuple(switched))
-            pairs += 1
+        switched = task.code_switch(by_id[ex.id], ex) if ex.id in by_id else None
+        if switched is None:
+            items.append(ex)
+            continue
+        if originals:
+            items.append(ex)
+        items.append(tuple(switched))
+        pairs += 1
     return items, pairs
 
 
@@ -311,14 +320,17 @@ def _translate_train(runner: _Runner, data: TaskData, langs, seeds, notes) -> di
                 continue
             items = [*source, *translated]
             if spec.code_switch:
-                items, pairs = code_switched_items(runner.new_task(source), source, translated)
+                items, pairs = code_switched_items(runner.new_task(source), source, translated,
+                                                   originals=spec.code_switch_originals)
                 switched.append(f"{lang} {pairs}")
         label = spec.source if lang == spec.source else f"{spec.source}+{lang}"
         runs[lang] = [runner.train_and_test(items, {lang: examples}, seed, label)[lang] for seed in seeds]
     if untrained:
         notes.append(f"translate_train: no translated train file for {', '.join(untrained)} (not scored)")
     if switched:
-        notes.append(f"code-switched pairs (Pan et al. 2021) per language: {', '.join(switched)}")
+        kept = "with" if spec.code_switch_originals else "instead of"
+        notes.append(f"code-switched pairs (Pan et al. 2021) per language, {kept} the translated originals: "
+                     f"{', '.join(switched)}")
     return runs
 
 

@@ -72,7 +72,9 @@ class TaskSpec(Strict):
     # The same for the transfer_matrix scenario (default: as train_from). With `train`, a source language
     # without a train file falls back to its translate_train file, then its dev file, else its row is null.
     matrix_train_from: Literal["train", "test_half"] | None = None
-    code_switch: bool = True  # translate_train, pair tasks: add (x_xx, y_en) and (x_en, y_xx) in one batch
+    code_switch: bool = True  # translate_train, pair tasks: (x_xx, y_en) and (x_en, y_xx) of an item in one batch
+    # ... and also train on the translated original (x_xx, y_xx) of a code-switched item (PPA does not: footnote 2)
+    code_switch_originals: bool = False
     qa_normalization: Literal["squad", "mlqa"] = "squad"  # mlqa: per-language answer normalization
     hyperparameters: Hyperparameters = Field(default_factory=Hyperparameters)
     max_train_items: int | None = Field(None, ge=1)  # per training language, first items by sha256 of the id
