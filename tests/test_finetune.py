@@ -377,6 +377,15 @@ def test_zero_shot_from_half_of_the_test_documents(toy_task, model_dir, tokenize
     assert run["train_items"] == 9 and set(run["scores"]) == {"en", "de", "ru"}  # 3 of 6 pages, 3 items each
 
 
+def test_translate_train_from_half_of_the_test_documents(toy_task, model_dir, tokenizer_dir, tmp_path):
+    # XQuAD-style: the language's own items of the training documents are the translated training data
+    spec = toy_task.model_copy(update={"train_from": "test_half", "seeds": [0], "max_test_items": None})
+    run_task(spec, model_dir, tmp_path, scenario="translate_train", tokenizer_dir=tokenizer_dir, progress=False)
+    runs = {r["label"]: r for r in json.loads((tmp_path / "translate_train.json").read_text())["runs"]}
+    assert runs["en"]["train_items"] == 9 and runs["en+de"]["train_items"] == 9 + 9  # 3 pages × 3 items each
+    assert set(runs["en+de"]["scores"]) == {"de"}
+
+
 def test_supervised_and_translate_train_skip_languages_without_data(toy_task, model_dir, tokenizer_dir):
     spec = toy_task.model_copy(update={"seeds": [0]})
     entry = run_task(spec, model_dir, None, scenario="supervised", tokenizer_dir=tokenizer_dir, progress=False)

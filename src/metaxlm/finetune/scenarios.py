@@ -314,7 +314,10 @@ def _translate_train(runner: _Runner, data: TaskData, langs, seeds, notes) -> di
         if lang == spec.source:
             items = source
         else:
-            translated = data.train(lang, "translate_train")
+            # with test_half (XQuAD), the language's own items of the training documents: human translations of
+            # the English training items, with the same ids
+            translated = cap(data.train_half(lang) or [], spec.max_train_items) \
+                if spec.train_from == "test_half" else data.train(lang, "translate_train")
             if not translated:
                 untrained.append(lang)
                 continue
