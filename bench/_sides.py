@@ -18,6 +18,29 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parents[1]
 
 
+def timing_arguments(description: str, *, sides, batch_size: int, batch_help: str, cache: str, out: str):
+    """The command line both objective-cost benchmarks take; returns the parsed arguments."""
+    import argparse
+
+    ap = argparse.ArgumentParser(description=description, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--steps", type=int, default=8, help="timed steps (after the warm-up steps)")
+    ap.add_argument("--warmup", type=int, default=2)
+    ap.add_argument("--batch-size", type=int, default=batch_size, help=batch_help)
+    ap.add_argument("--repeats", type=int, default=2, help="runs of each side, alternating")
+    ap.add_argument("--precision", default="auto", choices=["auto", "bf16", "fp32"])
+    ap.add_argument("--threads", type=int, default=len(os.sched_getaffinity(0)))
+    ap.add_argument("--cache", default=str(REPO / ".cache" / cache))
+    ap.add_argument("--out", default=str(REPO / "runs" / "bench" / out))
+    ap.add_argument("--child", choices=list(sides), help=argparse.SUPPRESS)
+    return ap.parse_args()
+
+
+def child_argv(args) -> list[str]:
+    """The arguments a side's child process gets."""
+    return [f"--steps={args.steps}", f"--warmup={args.warmup}", f"--batch-size={args.batch_size}",
+            f"--precision={args.precision}", f"--threads={args.threads}", f"--cache={args.cache}"]
+
+
 def timing_overrides(*, cache: str, steps: int, warmup: int, batch_size: int, precision: str) -> list[str]:
     return [f"output_dir={cache}", f"train.steps={warmup + steps}", f"train.batch_size={batch_size}",
             "train.log_every=1", "train.eval_every=1000000", "train.save_every=1000000", "train.eval_sequences=1",

@@ -16,15 +16,13 @@ at most 40%. Writes runs/bench/moco_throughput.json.
 
 from __future__ import annotations
 
-import argparse
 import datetime
-import os
 import platform
 import sys
 import time
 from pathlib import Path
 
-from _sides import REPO, alternate, prepare_run, time_variant, timing_overrides
+from _sides import REPO, alternate, child_argv, prepare_run, time_variant, timing_arguments, timing_overrides
 
 CONFIG = REPO / "configs" / "ppa.yaml"
 SIDES = {"mlm": "{mlm_sides: 1.0}", "moco": "{moco: {queue_size: 2048}}"}
@@ -32,17 +30,8 @@ TARGET_COST = 0.40
 
 
 def main() -> None:
-    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--steps", type=int, default=8, help="timed steps (after the warm-up steps)")
-    ap.add_argument("--warmup", type=int, default=2)
-    ap.add_argument("--batch-size", type=int, default=32, help="translation pairs per batch")
-    ap.add_argument("--repeats", type=int, default=2, help="runs of each side, alternating")
-    ap.add_argument("--precision", default="auto", choices=["auto", "bf16", "fp32"])
-    ap.add_argument("--threads", type=int, default=len(os.sched_getaffinity(0)))
-    ap.add_argument("--cache", default=str(REPO / ".cache" / "bench-ppa"))
-    ap.add_argument("--out", default=str(REPO / "runs" / "bench" / "moco_throughput.json"))
-    ap.add_argument("--child", choices=list(SIDES), help=argparse.SUPPRESS)
-    args = ap.parse_args()
+    args = timing_arguments(__doc__, sides=SIDES, batch_size=32, batch_help="translation pairs per batch",
+                            cache="bench-ppa", out="moco_throughput.json")
     overrides = timing_overrides(cache=args.cache, steps=args.steps, warmup=args.warmup, batch_size=args.batch_size,
                                  precision=args.precision)
     if args.child:
@@ -53,8 +42,7 @@ def main() -> None:
     from metaxlm.io import atomic_write_json
 
     prepare_run(CONFIG, overrides)
-    argv = [f"--steps={args.steps}", f"--warmup={args.warmup}", f"--batch-size={args.batch_size}",
-            f"--precision={args.precision}", f"--threads={args.threads}", f"--cache={args.cache}"]
+    argv = child_argv(args)
     started = time.time()
     order, runs, best = alternate(__file__, ("mlm", "moco"), argv, args.repeats)
     same_tokens = len({r["tokens_per_step"] for rs in runs.values() for r in rs}) == 1

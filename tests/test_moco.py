@@ -119,9 +119,10 @@ def test_shuffling_sends_both_languages_to_both_encoders(tok, parallel_template)
         for _ in range(4):
             batch = source.next_batch(8)
             prep = obj.prepare(batch, torch.Generator())
-            src_rows = {tuple(r[m.bool()].tolist()) for r, m in zip(batch.tensors["src_ids"], batch.tensors["src_mask"])}
+            src_rows = {tuple(r[m.bool()].tolist())
+                        for r, m in zip(batch.tensors["src_ids"], batch.tensors["src_mask"], strict=True)}
             for role in ("q", "k"):
-                for r, m in zip(prep.tensors[f"{role}_ids"], prep.tensors[f"{role}_mask"]):
+                for r, m in zip(prep.tensors[f"{role}_ids"], prep.tensors[f"{role}_mask"], strict=True):
                     seen[role].add("en" if tuple(r[m.bool()].tolist()) in src_rows else "de")
         if shuffle:
             assert seen == {"q": {"en", "de"}, "k": {"en", "de"}}

@@ -70,6 +70,22 @@ class Prepared:
         return Prepared(sub, count_targets(sub[self.target_key]), [self.langs[i] for i in index], self.target_key)
 
 
+def exported_state(path: str | Path, objective: str, key: str) -> tuple[Path, dict[str, torch.Tensor]]:
+    """An objective's saved state (its names without the `objective.` prefix) from a run's `final/` directory or
+    its objectives.safetensors; `key` (e.g. `train.objectives.dwa.head`) names the option in the error."""
+    from safetensors.torch import load_file
+
+    from metaxlm.errors import ConfigError
+
+    path = Path(path)
+    file = path / "objectives.safetensors" if path.is_dir() else path
+    if not file.is_file():
+        raise ConfigError(f"{key}: {file} does not exist (give a final/ directory of a run with {objective}, or its "
+                          f"objectives.safetensors)")
+    prefix = f"{objective}."
+    return file, {k.removeprefix(prefix): v for k, v in load_file(str(file)).items() if k.startswith(prefix)}
+
+
 def count_targets(targets: torch.Tensor) -> int:
     return int(targets.sum()) if targets.dtype == torch.bool else int((targets != -100).sum())
 

@@ -46,6 +46,7 @@ from metaxlm.errors import ConfigError
 from metaxlm.models.arch import arch_of
 from metaxlm.pretrain.batches.pair import swap_pair_order
 from metaxlm.pretrain.objectives import Prepared, register
+from metaxlm.pretrain.objectives.base import exported_state
 from metaxlm.pretrain.objectives.encoding import encode
 from metaxlm.pretrain.objectives.mlm import MaskedLM, MaskingOptions
 
@@ -131,14 +132,7 @@ class DenoisingWordAlignment(MaskedLM):
             {f"key.{k}": v for k, v in self.key.state_dict().items()}
 
     def load_head(self, path: str | Path) -> None:
-        from safetensors.torch import load_file
-
-        path = Path(path)
-        file = path / "objectives.safetensors" if path.is_dir() else path
-        if not file.is_file():
-            raise ConfigError(f"train.objectives.dwa.head: {file} does not exist (give a final/ directory of a run with "
-                              f"dwa, or its objectives.safetensors)")
-        state = {k.removeprefix("dwa."): v for k, v in load_file(str(file)).items() if k.startswith("dwa.")}
+        file, state = exported_state(path, "dwa", "train.objectives.dwa.head")
         state = {k: v for k, v in state.items() if k.startswith(("query.", "key."))}
         if set(state) != set(self.head_state()):
             raise ConfigError(f"train.objectives.dwa.head: {file} holds no pointer head of this model's hidden size "

@@ -34,7 +34,7 @@ from metaxlm.errors import ConfigError
 from metaxlm.models.arch import arch_of
 from metaxlm.models.pooling import mean_pool
 from metaxlm.pretrain.objectives import ObjectiveOptions, Prepared, register
-from metaxlm.pretrain.objectives.base import Objective
+from metaxlm.pretrain.objectives.base import Objective, exported_state
 from metaxlm.pretrain.objectives.encoding import encode
 
 
@@ -161,14 +161,7 @@ class MoCo(Objective):
 
     # -- continuing from an exported run ------------------------------------------------------------------------------
     def load_state(self, path: str | Path) -> None:
-        from safetensors.torch import load_file
-
-        path = Path(path)
-        file = path / "objectives.safetensors" if path.is_dir() else path
-        if not file.is_file():
-            raise ConfigError(f"train.objectives.moco.state: {file} does not exist (give a final/ directory of a run "
-                              f"with moco, or its objectives.safetensors)")
-        state = {k.removeprefix("moco."): v for k, v in load_file(str(file)).items() if k.startswith("moco.")}
+        file, state = exported_state(path, "moco", "train.objectives.moco.state")
         try:
             self.load_checkpoint_state(state, str(file))
         except RuntimeError as err:
