@@ -64,6 +64,31 @@ def pairs_of(tok, n, seed=0):
              ordinary[torch.randint(len(ordinary), (2 + k % 5,), generator=g)].tolist()) for k in range(n)]
 
 
+def test_lr_scale_applies_to_the_objectives_own_modules_only(tok):
+    from transformers import get_linear_schedule_with_warmup
+
+    from metaxlm.compute.optim import adamw
+    from metaxlm.pretrain.engine import ObjectiveModule
+
+    model = tiny_model(tok)
+    module = ObjectiveModule(model, {"moco": moco(model, tok, queue_size=8, lr_scale=10.0)})
+    opt = adamw(module.named_parameters(), lr=1e-4, weight_decay=0.01,
+                lr_scales={"objectives.moco.": 10.0})
+    lr_of = {id(p): (g["lr"], g["weight_decay"]) for g in opt.param_groups for p in g["params"]}
+    for name, p in module.named_parameters():
+        if not p.requires_grad:
+            assert id(p) not in lr_of, name  # the momentum encoder is never optimized
+            continue
+        lr, wd = lr_of[id(p)]
+        assert lr == pytest.approx(1e-3 if name.startswith("objectives.moco.query_head") else 1e-4), name
+        assert wd == (0.0 if p.ndim < 2 else 0.01), name
+    sched = get_linear_schedule_with_warmup(opt, 2, 10)
+    opt.step()
+    sched.step()
+    lrs = sorted({g["lr"] for g in opt.param_groups})
+    assert lrs == pytest.approx([0.5e-4, 0.5e-3])  # the schedule scales every group alike
+
+
 # -- the formula, the EMA, the queue ----------------------------------------------------------------------------------
 def test_info_nce_equals_the_formula():
     q, k, queue = F.normalize(torch.randn(3, 4), dim=1), F.normalize(torch.randn(3, 4), dim=1), torch.randn(5, 4)
@@ -228,7 +253,7 @@ def test_mlm_on_pair_sides_masks_each_side_alone(tok):
 
 
 # -- in the engine: resume with the queue, 2 processes, export ------------------------------------------------------------
-MOCO_RUN = "train.objectives={moco: {weight: 1.0, queue_size: 10}, tlm: {weight: 1.0, order: shuffled}}"
+MOCO_RUN = "train.objectives={moco: {weight: 1.0, queue_size: 10, lr_scale: 10.0}, tlm: {weight: 1.0, order: shuffled}}"
 
 
 def test_moco_in_a_run_exports_the_query_encoder_and_keeps_its_state(parallel_template, tmp_path, tok):

@@ -181,7 +181,8 @@ def pretrain(*, model, tokenizer, train_data: dict, heldout_data: dict, cfg: Tra
     hf_model = model
     module = ObjectiveModule(hf_model, objectives)
     optimizer = adamw(module.named_parameters(), lr=cfg.lr, betas=cfg.betas, eps=cfg.eps,
-                      weight_decay=cfg.weight_decay)
+                      weight_decay=cfg.weight_decay,
+                      lr_scales={f"objectives.{n}.": o.options.lr_scale for n, o in objectives.items()})
     from transformers import get_linear_schedule_with_warmup
 
     scheduler = get_linear_schedule_with_warmup(optimizer, min(cfg.warmup_steps, cfg.steps), cfg.steps)

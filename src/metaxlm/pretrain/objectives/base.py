@@ -38,6 +38,9 @@ class ObjectiveOptions(Strict):
     """Options every objective has; an objective with its own options subclasses this as its `Options`."""
 
     weight: float = Field(1.0, ge=0.0)  # the loss is Σ weight · (summed loss / global target count)
+    # multiplier of train.lr for the objective's OWN trainable modules (a new pointer or projection head), not the
+    # model: a head starting from random weights on a pretrained body learns at the body's small lr only slowly
+    lr_scale: float = Field(1.0, gt=0.0)
 
 
 @dataclass
