@@ -14,7 +14,7 @@ from metaxlm.errors import ConfigError
 from metaxlm.models import build_mlm
 from metaxlm.models.archs.veco import VecoForMaskedLM, is_veco, load_veco, veco_from_encoder
 from metaxlm.models.veco_export import assemble_seq2seq, export_encoder, save_seq2seq, to_bert_mlm
-from metaxlm.pretrain.batches import Batch, PairSidesSource, SegmentsSource, load_prepared
+from metaxlm.pretrain.batches import Batch, SegmentsSource, load_prepared
 from metaxlm.pretrain.objectives import ObjectiveContext, build_objectives
 from metaxlm.pretrain.objectives.encoding import shared_encodings
 from metaxlm.pretrain.objectives.veco import cs_mlm_loss_sum
@@ -468,3 +468,21 @@ def test_two_processes_match_one_with_veco(parallel_template, tmp_path):
     assert any("crossattention" in k for k in wa) and wa.keys() == wb.keys()
     for k in wa:
         torch.testing.assert_close(wa[k], wb[k], rtol=1e-4, atol=1e-5)
+
+
+def test_cli_exports(tok, tmp_path, capsys):
+    from transformers import AutoModelForMaskedLM, AutoModelForSeq2SeqLM, BertForMaskedLM
+
+    from metaxlm.cli import main
+
+    model = tiny_veco(tok)
+    model.save_pretrained(tmp_path / "veco")
+    tok.save_pretrained(tmp_path / "veco")
+    assert main(["veco", "export", "--model", str(tmp_path / "veco"), "--out", str(tmp_path / "nlu"), "--nlu"]) == 0
+    assert type(AutoModelForMaskedLM.from_pretrained(tmp_path / "nlu")) is BertForMaskedLM
+    assert main(["veco", "export", "--model", str(tmp_path / "veco"), "--out", str(tmp_path / "nlg"), "--nlg",
+                 "--decoder-layers", "1", "--init", "veco"]) == 0
+    nlg = AutoModelForSeq2SeqLM.from_pretrained(tmp_path / "nlg")
+    assert nlg.config.decoder.num_hidden_layers == 1 and "layers [1] of the source" in capsys.readouterr().out
+    assert main(["veco", "export", "--model", str(tmp_path / "nlu"), "--out", str(tmp_path / "bad"), "--nlu"]) == 2
+    assert "not a VECO model" in capsys.readouterr().err

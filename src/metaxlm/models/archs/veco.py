@@ -37,7 +37,7 @@ import copy
 from typing import Literal
 
 import torch
-from pydantic import Field, ValidationError
+from pydantic import ValidationError
 from torch import nn
 from transformers import AutoConfig, AutoModelForMaskedLM, BertConfig, PreTrainedModel
 from transformers import initialization as init
