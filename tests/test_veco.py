@@ -319,6 +319,18 @@ def test_start_from_a_bert_dir_with_model_arch_veco(tok, run_template, tmp_path)
     assert _same(model.bert.encoder.layer[0].crossattention, bert.bert.encoder.layer[0].attention)
 
 
+def test_metaxlm_body_initialization_into_a_veco_model(tok):
+    """`init: body|both` (MetaXLM) builds the VECO model, then copies a BERT source's body; cross-attention stays."""
+    from metaxlm.transfer import initialize_from_source
+
+    veco, bert = tiny_veco(tok), tiny_bert(tok)
+    cross = {k: v.clone() for k, v in veco.state_dict().items() if ".crossattention." in k}
+    report = initialize_from_source(veco, bert, None, mode="body")
+    assert _same(veco.bert.encoder.layer[1].attention, bert.bert.encoder.layer[1].attention)
+    assert all(torch.equal(veco.state_dict()[k], v) for k, v in cross.items())
+    assert set(cross) <= set(report["kept"]) and not any("crossattention" in n for n in report["copied"])
+
+
 # -- NLG: the encoder-decoder --------------------------------------------------------------------------------------
 def test_assembled_seq2seq_holds_the_chosen_layers_and_reloads(tok, tmp_path):
     from transformers import AutoModelForSeq2SeqLM, EncoderDecoderModel
@@ -345,6 +357,13 @@ def test_assembled_seq2seq_holds_the_chosen_layers_and_reloads(tok, tmp_path):
     tgt, tgt_mask = random_rows(tok, [4, 5], seed=3)
     out = seq2seq(input_ids=src, attention_mask=src_mask, decoder_input_ids=tgt, decoder_attention_mask=tgt_mask)
     torch.testing.assert_close(out.encoder_last_hidden_state, model.bert(src, attention_mask=src_mask).last_hidden_state)
+
+    # with every layer in the decoder, the decoder IS VECO's CS mode (the virtual decoder CS-MLM trains)
+    whole = assemble_seq2seq(model, tok, decoder_layers=3)
+    memory = model.bert(src, attention_mask=src_mask).last_hidden_state
+    cs = model(tgt, attention_mask=tgt_mask, encoder_hidden_states=memory, encoder_attention_mask=src_mask).logits
+    out_whole = whole(input_ids=src, attention_mask=src_mask, decoder_input_ids=tgt, decoder_attention_mask=tgt_mask)
+    torch.testing.assert_close(out_whole.logits, cs)
 
     save_seq2seq(seq2seq, tok, tmp_path / "nlg")
     for cls in (EncoderDecoderModel, AutoModelForSeq2SeqLM):

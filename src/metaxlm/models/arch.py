@@ -55,6 +55,11 @@ class ModelArch:
         """The encoder's transformer layers, bottom to top (layer states: hidden_states[i] is after layers[:i])."""
         raise NotImplementedError
 
+    def own_parameters(self, model: nn.Module) -> set[str]:
+        """Names of the parameters a BERT-style source model has no counterpart for (VECO's cross-attention): an
+        initialization from such a source keeps them as built instead of failing."""
+        return set()
+
     def embeddings(self, model: nn.Module) -> nn.Module:
         return model.base_model.embeddings
 

@@ -376,6 +376,9 @@ class Veco(ModelArch):
         """A VECO run's final/ holds the NLU export; continuing it as VECO reads the full weights in final/veco/."""
         return path / VECO_SUBDIR if (path / VECO_SUBDIR / "config.json").exists() else path
 
+    def own_parameters(self, model: nn.Module) -> set[str]:
+        return {n for n, _ in model.named_parameters() if ".crossattention." in n}
+
     def mlm_head(self, model: nn.Module) -> nn.Module:
         return model.cls
 
