@@ -471,8 +471,8 @@ def test_a_veco_run_writes_the_nlu_export_and_the_veco_model(parallel_template, 
 
 
 def test_resume_after_sigkill_is_exact_with_veco(parallel_template, tmp_path):
-    check_resume_after_sigkill(parallel_template, tmp_path, "model.arch=veco", VECO_RUN, steps=8, save_every=2,
-                               kill_at=3, eval_every=4, files=("model.safetensors",))
+    check_resume_after_sigkill(parallel_template, tmp_path, "model.arch=veco", VECO_RUN, steps=12, save_every=3,
+                               kill_at=3, eval_every=6, files=("model.safetensors",))
 
 
 def test_two_processes_match_one_with_veco(parallel_template, tmp_path):
