@@ -80,11 +80,12 @@ def assert_runs_identical(ref: Path, run: Path, step: int, files=("model.safeten
             assert torch.equal(sa[k], sb[k]), (name, k)  # bit-exact
 
 
-def one_and_two_processes(template: Path, tmp_path: Path, objectives: str, steps: int = 3) -> tuple[Path, Path]:
+def one_and_two_processes(template: Path, tmp_path: Path, objectives: str, steps: int = 3,
+                          extra: tuple[str, ...] = ()) -> tuple[Path, Path]:
     """The same run (fp32, no dropout, grad_accum 2) in 1 process and in 2 gloo processes (torchrun); returns the
-    two variant directories."""
+    two variant directories. `extra`: more overrides (e.g. `model.arch=veco`)."""
     common = ["--no-progress", "train.precision=fp32", "model.dropout=0.0", "model.attention_dropout=0.0",
-              "train.grad_accum=2", f"train.steps={steps}", f"train.objectives={objectives}"]
+              "train.grad_accum=2", f"train.steps={steps}", f"train.objectives={objectives}", *extra]
     cfg = make_config(template, tmp_path)
     shutil.copytree(template, tmp_path / "one")
     shutil.copytree(template, tmp_path / "two")
@@ -112,7 +113,8 @@ def assert_same_losses_and_weights(one: Path, two: Path, names: tuple[str, ...],
 
 
 def check_resume_after_sigkill(template: Path, tmp_path: Path, *args: str, steps: int, save_every: int,
-                               kill_at: int, eval_every: int) -> Path:
+                               kill_at: int, eval_every: int,
+                               files=("model.safetensors", "objectives.safetensors")) -> Path:
     """An uninterrupted run, and the same run SIGKILLed after its checkpoint of step >= kill_at then resumed with
     --resume: identical logs and bit-identical checkpoints at the end. Returns the resumed run's ckpt dir."""
     cfg = make_config(template, tmp_path, steps=steps, save_every=save_every, eval_every=eval_every,
@@ -124,5 +126,5 @@ def check_resume_after_sigkill(template: Path, tmp_path: Path, *args: str, steps
     assert kill_after_checkpoint(cfg, ckpt, kill_at, *args) < steps
     resumed = cli("pretrain", str(cfg), "--no-progress", "--resume", *args)
     assert resumed.returncode == 0, resumed.stderr[-2000:]
-    assert_runs_identical(tmp_path / "ref" / "pretrain" / "xlm", tmp_path / "run" / "pretrain" / "xlm", steps)
+    assert_runs_identical(tmp_path / "ref" / "pretrain" / "xlm", tmp_path / "run" / "pretrain" / "xlm", steps, files)
     return ckpt

@@ -57,7 +57,8 @@ def test_config_mistakes_fail_before_any_stage(run_template, tmp_path):
     path = make_config(run_template, tmp_path)
     for overrides, message in [
         (["variants={a: {train: {objectives: {mlm: {weight: 1, layr: 3}}}}}"], r"variants\.a: train\.objectives\.mlm\.layr"),
-        (["model.arch=veco"], r"model\.arch: unknown model arch 'veco' \(registered: bert\)"),
+        (["model.arch=nope"], r"model\.arch: unknown model arch 'nope' \(registered: bert, veco\)"),
+        (["model.arch=veco", "model.options={cross_attention_init: copy}"], r"model\.options\.cross_attention_init"),
         (["variants={a: {train: {steps: many}}}"], r"variants\.a\.train.*steps"),
         (["variants={a: {start_from: b}, b: {start_from: a}}"], r"start_from makes a cycle"),
         (["variants={a: {init: both, start_from: x}}"], r"either init .* or start_from"),

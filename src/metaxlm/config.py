@@ -137,6 +137,8 @@ class ModelConfig(Strict):
     dropout: float = Field(0.1, ge=0.0, lt=1.0)
     attention_dropout: float = Field(0.1, ge=0.0, lt=1.0)
     layer_norm_eps: float = Field(1e-12, gt=0.0)
+    # architecture-specific settings, validated by the architecture (e.g. veco: cross_attention_layers)
+    options: dict[str, Any] = Field(default_factory=dict)
 
     @model_validator(mode="after")
     def _heads_divide_hidden(self) -> ModelConfig:

@@ -23,6 +23,21 @@ class ModelArch:
     name = "base"
     model_types: tuple[str, ...] = ()  # HF `config.model_type` values this architecture handles
 
+    def check_options(self, cfg) -> None:
+        """Validate `model.options` (a `ModelConfig`'s architecture-specific settings): a ConfigError naming the
+        key. Architectures without options accept none."""
+        if getattr(cfg, "options", None):
+            raise ConfigError(f"model.options: model.arch {self.name!r} has no options (got {sorted(cfg.options)})")
+
+    def adopt(self, model: nn.Module, cfg, seed: int = 0) -> nn.Module:
+        """The model a `start_from` variant continues, as this architecture (`model.arch`): the loaded model itself
+        by default; an architecture built from another one's weights converts it (VECO from a BERT encoder)."""
+        return model
+
+    def start_dir(self, path: Path) -> Path:
+        """The directory to load when continuing the model in `path` as this architecture (`path` by default)."""
+        return path
+
     def build(self, cfg, tokenizer, seed: int = 0) -> nn.Module:
         """A freshly initialized model for `tokenizer`, sized by a `ModelConfig`; the same seed gives the same
         weights, and the caller's global RNG stream is left untouched."""
@@ -39,6 +54,11 @@ class ModelArch:
     def layers(self, model: nn.Module) -> nn.ModuleList:
         """The encoder's transformer layers, bottom to top (layer states: hidden_states[i] is after layers[:i])."""
         raise NotImplementedError
+
+    def own_parameters(self, model: nn.Module) -> set[str]:
+        """Names of the parameters a BERT-style source model has no counterpart for (VECO's cross-attention): an
+        initialization from such a source keeps them as built instead of failing."""
+        return set()
 
     def embeddings(self, model: nn.Module) -> nn.Module:
         return model.base_model.embeddings
@@ -110,6 +130,8 @@ def arch_or_none(model: nn.Module) -> ModelArch | None:
 
 def build_mlm(cfg, tokenizer, seed: int = 0) -> nn.Module:
     """A freshly initialized masked-LM model of architecture `cfg.arch` (a `ModelConfig`) for `tokenizer`."""
+    arch = get_arch(cfg.arch)
+    arch.check_options(cfg)
     with torch.random.fork_rng(devices=[]):  # seeding must not disturb the caller's RNG stream
         torch.manual_seed(seed)
-        return get_arch(cfg.arch).build(cfg, tokenizer)
+        return arch.build(cfg, tokenizer)

@@ -37,7 +37,7 @@ def check_pretraining_config(cfg: RunConfig) -> None:
     """Everything about pretraining a config names that can be checked before any stage runs (objective names and
     options, the model architecture), so a typo fails at once, not after the vocabulary and data are built."""
     load_plugins(cfg.plugins)
-    get_arch(cfg.model.arch)
+    get_arch(cfg.model.arch).check_options(cfg.model)
     for variant in cfg.variants:
         parse_objectives(objective_spec(cfg, variant), where=f"variants.{variant}: train.objectives")
 
@@ -172,7 +172,9 @@ def load_start_model(cfg: RunConfig, variant: str, tokenizer, *, progress: bool 
     from metaxlm.models.loading import quiet_transformers
 
     ref = cfg.variants[variant].start_from
-    path = resolve_model(cfg, ref, progress=progress)
+    arch = get_arch(cfg.model.arch)
+    arch.check_options(cfg.model)
+    path = arch.start_dir(resolve_model(cfg, ref, progress=progress))
     config = AutoConfig.from_pretrained(str(path))
     trim_file = RunDir.of(cfg).vocab / "trim_map.json"
     keep = None
@@ -193,7 +195,7 @@ def load_start_model(cfg: RunConfig, variant: str, tokenizer, *, progress: bool 
         model = AutoModelForMaskedLM.from_pretrained(str(path))
     if keep is not None:  # the rows of the pieces the trimmed vocabulary kept, in its order
         arch_of(model).select_vocabulary(model, keep)
-    return model
+    return arch.adopt(model, cfg.model, seed=cfg.seed)
 
 
 def run_pretrain(cfg: RunConfig, variant: str, *, resume: bool = False, resume_from: str | Path | None = None,

@@ -27,7 +27,7 @@ from typing import Literal
 import torch
 
 from metaxlm.errors import MetaXLMError
-from metaxlm.models.arch import arch_of
+from metaxlm.models.arch import arch_of, arch_or_none
 from metaxlm.transfer.vocab_match import VocabMatch
 
 __all__ = ["body_parameter_names", "embedding_parameter_names", "freeze_body", "initialize_from_source"]
@@ -108,7 +108,11 @@ def _check_body(target, source, src_params: dict) -> tuple[list[tuple[str, torch
     src_has_head = any(n.startswith("cls.") for n in src_params)
     t_cfg, s_cfg = target.config, source.config
     pairs, missing = [], []
+    arch = arch_or_none(target)
+    new = arch.own_parameters(target) if arch is not None else set()  # e.g. VECO's cross-attention: kept as built
     for name in names:
+        if name in new:
+            continue
         tp = tgt_params[name]
         sp = src_params.get(name)
         if sp is None:

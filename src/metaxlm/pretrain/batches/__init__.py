@@ -6,7 +6,7 @@ An objective names the kind of batch it needs; the engine builds one source per 
   mono        packed monolingual text, rows of exactly seq_len tokens (MLM)            input_ids
   pair        one translation pair per row, <s> src </s> tgt </s> (TLM)               input_ids, attention_mask, side, swap
   pair_sides  one translation pair per row, the sides as separate tensors             src_ids, src_mask, tgt_ids, tgt_mask, swap
-  segments    two adjacent segments of one monolingual text per row (VECO's x, y)     src_ids, src_mask, tgt_ids, tgt_mask
+  segments    two adjacent segments of one monolingual text per row (VECO's x, y)     src_ids, src_mask, tgt_ids, tgt_mask, swap
 
 A new kind is one new file here: subclass `BatchSource`, decorate it with `@BATCH_SOURCES.register("name")`.
 """

@@ -33,6 +33,14 @@ from metaxlm.pretrain.batches.streams import PairStream
 SOURCE_SIDE, TARGET_SIDE, NO_SIDE = 0, 1, -1
 
 
+def order_coins(stream_seed: int, first: int, n: int) -> torch.Tensor:
+    """(n,) bool: the order coins of rows first..first+n-1 of a source's stream. A function of the seed and the rows'
+    indices only: no state of its own to save (a resumed run draws the same coins), nothing shared with the
+    sampling streams (adding coins changes no text drawn)."""
+    rng = np.random.default_rng([stream_seed, 11, first])
+    return torch.from_numpy(rng.random(n) < 0.5)
+
+
 @BATCH_SOURCES.register("pair")
 class PairSource(BatchSource):
     data = "parallel"
@@ -53,11 +61,8 @@ class PairSource(BatchSource):
         return langs, [self.streams[k].next_pair() for k in langs]
 
     def swap_coins(self, batch_size: int) -> torch.Tensor:
-        """(B,) bool: the order coins of the pairs just drawn (call after `next_pairs`). A function of the seed and
-        the pairs' indices only: no state of its own to save, nothing shared with the sampling streams."""
-        first = self.rows_built - batch_size
-        rng = np.random.default_rng([self.stream_seed, 11, first])
-        return torch.from_numpy(rng.random(batch_size) < 0.5)
+        """(B,) bool: the order coins of the pairs just drawn (call after `next_pairs`)."""
+        return order_coins(self.stream_seed, self.rows_built - batch_size, batch_size)
 
     def next_batch(self, batch_size: int) -> Batch:
         langs, pairs = self.next_pairs(batch_size)

@@ -14,7 +14,9 @@ Texts of fewer than 2 tokens cannot be split: they are skipped and counted in `s
 
 Each part is `<s> x </s>` padded at the end, separately, like kind "pair_sides". Languages are α-sampled
 (N = texts of at least 2 tokens) from their own seeds (seed + 3_333_333), so this kind does not replay the mono
-batches' texts in the same order. Tensors: src_ids, src_mask, tgt_ids, tgt_mask.
+batches' texts in the same order. Tensors: src_ids, src_mask, tgt_ids, tgt_mask; swap (B,): a seeded coin per
+row, as kind "pair" draws them (`order_coins`: a function of the seed and the row's index in the stream, so a resumed
+run draws the same coins), for objectives that flip the order of the two segments at random (VECO's option).
 """
 
 from __future__ import annotations
@@ -23,6 +25,7 @@ import numpy as np
 
 from metaxlm.errors import DataError
 from metaxlm.pretrain.batches.base import BATCH_SOURCES, Batch, BatchSource
+from metaxlm.pretrain.batches.pair import order_coins
 from metaxlm.pretrain.batches.pair_sides import two_sides
 from metaxlm.pretrain.batches.streams import TextStream, dataset_path
 
@@ -73,9 +76,10 @@ class SegmentsSource(BatchSource):
             window = self._next_window(self.streams[k])
             cut = split_point(len(window), self.cap, self.split_rng)
             pairs.append((window[:cut], window[cut:]))
+        first = self.rows_built
         self.rows_built += batch_size
         tensors, _ = two_sides(pairs, bos=self.bos, eos=self.eos, pad=self.pad, seq_len=self.seq_len)
-        return Batch(self.kind, langs, tensors)
+        return Batch(self.kind, langs, {**tensors, "swap": order_coins(self.stream_seed, first, batch_size)})
 
     @property
     def stats(self) -> dict[str, int]:

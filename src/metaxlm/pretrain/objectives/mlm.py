@@ -43,8 +43,14 @@ def masked_lm_loss_sum(model, inputs: torch.Tensor, labels: torch.Tensor, attent
     """Summed cross-entropy over the masked positions, the output layer run only there. The masked rows are
     padded (with ignored dummy rows) to a multiple of `rows_multiple`, so the large (rows × vocabulary) tensors
     come in a few recurring sizes that the allocator reuses instead of fetching fresh memory every step."""
-    arch = arch_of(model)
     hidden = encode(model, inputs, attention_mask).last_hidden_state
+    return mlm_head_loss_sum(model, hidden, labels, rows_multiple=rows_multiple)
+
+
+def mlm_head_loss_sum(model, hidden: torch.Tensor, labels: torch.Tensor, weights: torch.Tensor | None = None, *,
+                      rows_multiple: int = ROWS_MULTIPLE) -> torch.Tensor:
+    """Summed cross-entropy of the model's MLM head on `hidden` (B, L, d) at the positions `labels` (B, L) marks
+    (-100 = none), the head run only there (see `masked_lm_loss_sum`); `weights` (B, L): a weight per position."""
     flat = labels.reshape(-1)
     rows = (flat != -100).nonzero().squeeze(1)
     n = len(rows)
@@ -53,8 +59,11 @@ def masked_lm_loss_sum(model, inputs: torch.Tensor, labels: torch.Tensor, attent
     if padded > n:
         rows = torch.cat([rows, rows.new_zeros(padded - n)])
         targets = torch.cat([targets, targets.new_full((padded - n,), -100)])
-    logits = arch.mlm_head(model)(hidden.reshape(-1, hidden.shape[-1])[rows])
-    return F.cross_entropy(logits.float(), targets, reduction="sum")
+    logits = arch_of(model).mlm_head(model)(hidden.reshape(-1, hidden.shape[-1])[rows])
+    if weights is None:
+        return F.cross_entropy(logits.float(), targets, reduction="sum")
+    losses = F.cross_entropy(logits.float(), targets, reduction="none")  # 0 at the ignored dummy rows
+    return (losses[:n] * weights.reshape(-1)[rows[:n]].float()).sum()
 
 
 class MaskingOptions(ObjectiveOptions):

@@ -1,0 +1,217 @@
+"""Reorganizing VECO's modules for fine-tuning (Luo et al. §2.3), as standard HF classes — never a private format.
+
+NLU (`export_encoder`): the self-attention + FFN stack with the embeddings and MLM head, cross-attention thrown out,
+as a plain `BertForMaskedLM` directory: `AutoModel` / `AutoModelForMaskedLM` / the task Auto classes load it
+without metaxlm, so `metaxlm finetune` / `evaluate` / the probes work on it unchanged. Its IS-MLM outputs are the
+VECO model's (same weights, same modules, same masks).
+
+A VECO pretraining run writes (`Veco.export`, called by the engine):
+
+    pretrain/<variant>/final/            the NLU export (BertForMaskedLM + tokenizer): what every stage reads
+    pretrain/<variant>/final/veco/       the full VECO model (VecoForMaskedLM + tokenizer; loads with
+                                         AutoModelForMaskedLM after `import metaxlm.models`): the input of
+                                         `assemble_seq2seq` and of `start_from` for continued VECO training
+    pretrain/<variant>/ckpt/step_*/      VECO weights (exact resume), as for every arch
+
+NLG (`assemble_seq2seq`): an `EncoderDecoderModel` with a `BertModel` encoder (self-attention + FFN of ALL layers)
+and a `BertLMHeadModel` decoder (`is_decoder`, `add_cross_attention`) made of a chosen subset of the layers with all
+three modules. `decoder_layers: n` takes the LAST n layers (the paper's "predominant" choice, §5.1: the last layers
+"play a more important role in making predictions over the whole vocabulary"; default 6 as in the paper's
+Table 3, or all when the model has fewer); a list picks layers by index, bottom to top. `init`:
+  veco     the decoder's self-attention, cross-attention and FFN are the VECO layers' (cross-attention new only for a
+           chosen layer that has none in the VECO model);
+  encoder  every module copied from a plain BERT-style encoder (e.g. the NLU export, or any MLM model) in both
+           halves, the decoder's cross-attention new (random) — the "same encoder weights in both halves" baseline;
+  random   the same shapes, every weight fresh (seeded): the randomly initialized Transformer baseline.
+Both halves get the VECO (or encoder) embeddings; the decoder's LM head is the MLM head, tied to the decoder's word
+embeddings. Token ids: decoder_start_token_id = CLS/<s> (every training side starts with it), eos = SEP/</s>,
+pad = the tokenizer's, set on the config and the generation config, so `generate()` (greedy or beam) and
+`from_pretrained` (EncoderDecoderModel or AutoModelForSeq2SeqLM) work on the saved directory.
+
+Departure (HF limitation): in the paper's shared-module model the encoder and decoder read ONE embedding matrix. An
+`EncoderDecoderModel` cannot declare a tie between its encoder's and its decoder's embeddings that survives
+`save_pretrained` / `from_pretrained` (its tie mechanism is per sub-model), so the assembled model's encoder and
+decoder embeddings START equal but are separate parameters; the decoder's output layer IS tied to the decoder's
+input embeddings (BertLMHeadModel's own tie, kept on reload). `tie_encoder_decoder_embeddings(model)` shares them
+in memory for fine-tuning (the Trainer must then save with `save_seq2seq`, which writes the shared matrix twice so
+the directory still loads with the stock class).
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Literal
+
+import torch
+from torch import nn
+
+from metaxlm.errors import ConfigError
+from metaxlm.io import atomic_dir
+
+Init = Literal["veco", "encoder", "random"]
+DEFAULT_DECODER_LAYERS = 6
+
+
+def _state(model: nn.Module, state_dict: dict | None) -> dict[str, torch.Tensor]:
+    return state_dict if state_dict is not None else model.state_dict()
+
+
+def encoder_state(veco_model, state_dict: dict | None = None) -> dict[str, torch.Tensor]:
+    """The VECO weights of the NLU model: everything but cross-attention (names unchanged: BERT's)."""
+    return {k: v for k, v in _state(veco_model, state_dict).items() if ".crossattention." not in k}
+
+
+def to_bert_mlm(veco_model, state_dict: dict | None = None):
+    """The NLU model in memory: a `BertForMaskedLM` with the VECO model's embeddings, self-attention, FFN and head."""
+    from transformers import BertForMaskedLM
+
+    from metaxlm.models.archs.veco import bert_config_of, is_veco
+
+    if not is_veco(veco_model):
+        raise ConfigError(f"export_encoder: not a VECO model ({type(veco_model).__name__})")
+    config = bert_config_of(veco_model.config, architectures=["BertForMaskedLM"])
+    with torch.random.fork_rng(devices=[]):  # the fresh init is overwritten; the caller's RNG stream is not
+        bert = BertForMaskedLM(config)
+    weights = encoder_state(veco_model, state_dict)
+    missing, unexpected = bert.load_state_dict(weights, strict=False)
+    missing = [k for k in missing if not k.endswith("predictions.decoder.weight")]
+    if missing or unexpected:
+        raise RuntimeError(f"internal error: VECO → BERT export does not fit (missing {missing}, "
+                           f"unexpected {unexpected})")
+    bert.tie_weights()
+    return bert.train(veco_model.training)
+
+
+def export_encoder(veco_model, tokenizer, out_dir: str | Path, state_dict: dict | None = None) -> Path:
+    """Write the NLU export (a plain BertForMaskedLM directory + tokenizer) of a VECO model to `out_dir`."""
+    out = Path(out_dir)
+    out.mkdir(parents=True, exist_ok=True)
+    bert = to_bert_mlm(veco_model, state_dict)
+    bert.save_pretrained(str(out))
+    if tokenizer is not None:
+        tokenizer.save_pretrained(str(out))
+    return out
+
+
+# -- NLG ---------------------------------------------------------------------------------------------------------
+def chosen_layers(n_layers: int, decoder_layers: int | list[int] | None) -> list[int]:
+    """Decoder layer k ← model layer chosen[k]: the last n (an int; capped at the model's depth) or a list."""
+    if decoder_layers is None:
+        decoder_layers = DEFAULT_DECODER_LAYERS
+    if isinstance(decoder_layers, int) and not isinstance(decoder_layers, bool):
+        if decoder_layers < 1:
+            raise ConfigError(f"decoder_layers must be at least 1, got {decoder_layers}")
+        return list(range(max(0, n_layers - decoder_layers), n_layers))
+    layers = [int(i) for i in decoder_layers]
+    if not layers or any(not 0 <= i < n_layers for i in layers) or layers != sorted(set(layers)):
+        raise ConfigError(f"decoder_layers {decoder_layers}: give distinct increasing layer indices in "
+                          f"0..{n_layers - 1}, or a number of last layers")
+    return layers
+
+
+def _load_source(source, init: Init):
+    """(model, tokenizer or None) of `source` (a model or a directory) for `init`."""
+    if isinstance(source, nn.Module):
+        return source, None
+    from transformers import AutoConfig, AutoModelForMaskedLM, AutoTokenizer
+
+    from metaxlm.models.archs.veco import load_veco
+    from metaxlm.models.loading import quiet_transformers
+
+    path = Path(source)
+    tokenizer = AutoTokenizer.from_pretrained(str(path)) if (path / "tokenizer_config.json").exists() else None
+    if init == "veco":
+        return load_veco(path), tokenizer
+    config = AutoConfig.from_pretrained(str(path))
+    with quiet_transformers():
+        if any(a.endswith(("ForMaskedLM", "ForPreTraining")) for a in config.architectures or []):
+            return AutoModelForMaskedLM.from_pretrained(str(path)), tokenizer
+        from transformers import AutoModel
+
+        return AutoModel.from_pretrained(str(path)), tokenizer
+
+
+def assemble_seq2seq(source, tokenizer=None, decoder_layers: int | list[int] | None = DEFAULT_DECODER_LAYERS,
+                     init: Init = "veco", seed: int = 0):
+    """A `transformers.EncoderDecoderModel` (BertModel encoder, BertLMHeadModel decoder with cross-attention)
+    assembled from `source` — a VECO model or directory (a VECO run's final/ is fine) for `init: veco`; any HF
+    BERT-style encoder or MLM (incl. a VECO model: its cross-attention is ignored) for `encoder` and `random`
+    (`random` only reads the shapes). `tokenizer`: for the special token ids (default: the one saved beside
+    `source`). New weights (cross-attention, pooler, everything for `random`) are drawn under `seed`."""
+    from transformers import BertLMHeadModel, BertModel, EncoderDecoderModel, GenerationConfig
+
+    from metaxlm.models.archs.veco import bert_config_of, is_veco, veco_from_encoder
+
+    if init not in ("veco", "encoder", "random"):
+        raise ConfigError(f"init must be veco, encoder or random, got {init!r}")
+    model, saved_tokenizer = _load_source(source, init)
+    tokenizer = tokenizer if tokenizer is not None else saved_tokenizer
+    if tokenizer is None:
+        raise ConfigError("assemble_seq2seq: give the tokenizer (the source directory has none)")
+    if init == "veco" and not is_veco(model):
+        raise ConfigError(f"init veco needs a VECO model (got model type {model.config.model_type!r}); use "
+                          f"init: encoder for a plain encoder")
+    # one layout for every init: a VECO model (a plain encoder converted: cross-attention absent → new below)
+    veco = model if is_veco(model) else veco_from_encoder(model, cross_attention_layers=[], seed=seed)
+    n = veco.config.num_hidden_layers
+    layers = chosen_layers(n, decoder_layers)
+    bos = tokenizer.cls_token_id if tokenizer.cls_token_id is not None else tokenizer.bos_token_id
+    eos = tokenizer.sep_token_id if tokenizer.sep_token_id is not None else tokenizer.eos_token_id
+    pad = tokenizer.pad_token_id
+    if bos is None or eos is None or pad is None:
+        raise ConfigError("assemble_seq2seq: the tokenizer needs cls/bos, sep/eos and pad tokens")
+    ids = {"bos_token_id": bos, "eos_token_id": eos, "pad_token_id": pad, "decoder_start_token_id": bos}
+    enc_config = bert_config_of(veco.config, architectures=["BertModel"], bos_token_id=bos, eos_token_id=eos,
+                                pad_token_id=pad)
+    dec_config = bert_config_of(veco.config, architectures=["BertLMHeadModel"], num_hidden_layers=len(layers),
+                                is_decoder=True, add_cross_attention=True, bos_token_id=bos, eos_token_id=eos,
+                                pad_token_id=pad)
+    with torch.random.fork_rng(devices=[]):
+        torch.manual_seed(seed)
+        encoder, decoder = BertModel(enc_config, add_pooling_layer=True), BertLMHeadModel(dec_config)
+    if init != "random":
+        state = {k.removeprefix("bert."): v for k, v in encoder_state(veco).items() if k.startswith("bert.")}
+        missing, unexpected = encoder.load_state_dict(state, strict=False)
+        if [k for k in missing if not k.startswith("pooler.")] or unexpected:
+            raise RuntimeError(f"internal error: encoder does not fit (missing {missing}, unexpected {unexpected})")
+        dec_state = {f"bert.embeddings.{k}": v for k, v in veco.bert.embeddings.state_dict().items()}
+        dec_state.update({f"cls.{k}": v for k, v in veco.cls.state_dict().items()})
+        for k, i in enumerate(layers):
+            source_layer = veco.bert.encoder.layer[i]
+            for key, value in source_layer.state_dict().items():
+                if key.startswith("crossattention.") and init != "veco":
+                    continue  # init encoder: cross-attention new
+                dec_state[f"bert.encoder.layer.{k}.{key}"] = value
+        missing, unexpected = decoder.load_state_dict(dec_state, strict=False)
+        new_ok = (".crossattention.", "cls.predictions.decoder.")
+        if [k for k in missing if not any(s in k for s in new_ok)] or unexpected:
+            raise RuntimeError(f"internal error: decoder does not fit (missing {missing}, unexpected {unexpected})")
+        decoder.tie_weights()
+    seq2seq = EncoderDecoderModel(encoder=encoder, decoder=decoder)
+    for key, value in ids.items():
+        setattr(seq2seq.config, key, value)
+    seq2seq.config.vocab_size = veco.config.vocab_size
+    seq2seq.generation_config = GenerationConfig(**ids)
+    seq2seq.metaxlm_decoder_layers = layers  # for the caller's report (not saved)
+    return seq2seq.eval()
+
+
+def tie_encoder_decoder_embeddings(seq2seq) -> None:
+    """Share ONE word-embedding matrix between encoder, decoder input and decoder output, in memory (the paper's
+    shared embeddings). Save such a model with `save_seq2seq` (see the module docstring)."""
+    seq2seq.decoder.bert.embeddings.word_embeddings = seq2seq.encoder.embeddings.word_embeddings
+    seq2seq.decoder.tie_weights()
+
+
+def save_seq2seq(seq2seq, tokenizer, out_dir: str | Path) -> Path:
+    """Write an assembled (or fine-tuned) encoder-decoder + tokenizer to `out_dir` (replaced atomically); the
+    directory loads with `EncoderDecoderModel.from_pretrained` / `AutoModelForSeq2SeqLM.from_pretrained`."""
+    out = Path(out_dir)
+    shared = seq2seq.decoder.bert.embeddings.word_embeddings is seq2seq.encoder.embeddings.word_embeddings
+    # a shared encoder/decoder matrix is written under both names (cloned) so the stock class loads it
+    state = {k: v.clone() for k, v in seq2seq.state_dict().items()} if shared else None
+    with atomic_dir(out) as tmp:
+        seq2seq.save_pretrained(str(tmp), state_dict=state)
+        if tokenizer is not None:
+            tokenizer.save_pretrained(str(tmp))
+    return out
