@@ -8,7 +8,6 @@ import math
 import pytest
 import sacrebleu
 import torch
-import torch.nn.functional as F
 import transformers
 from pydantic import ValidationError
 
@@ -324,9 +323,10 @@ def test_scores_after_chosen_steps_and_they_do_not_disturb_training(tokenizer, m
     task = get_task("translation")(tokenizer, s.hyperparameters)
     examples = load_examples("parallel_tsv", tmp_path / "en-de.tsv")
     weights = []
-    for hook in (None, lambda step, total: predict(model, task, examples, s.hyperparameters)):
+    for evaluate in (False, True):
         set_seed(0)
         model = load_model(task, model_dir)
+        hook = (lambda step, total, m=model: predict(m, task, examples, s.hyperparameters)) if evaluate else None
         finetune(model, task, examples, s.hyperparameters, seed=0, progress=False, on_step=hook)
         weights.append(torch.cat([p.detach().flatten() for p in model.parameters()]))
     assert torch.equal(weights[0], weights[1])

@@ -126,9 +126,8 @@ def cmd_evaluate(args) -> None:
 def cmd_finetune(args) -> None:
     from metaxlm.finetune.scenarios import run_task
     from metaxlm.finetune.spec import load_task_spec
-    from metaxlm.io import atomic_write_json
-
     from metaxlm.finetune.tasks import get_task
+    from metaxlm.io import atomic_write_json
 
     spec = load_task_spec(args.task, args.overrides)
     languages = args.languages or spec.languages

@@ -18,9 +18,9 @@ import torch
 import torch.nn.functional as F
 
 from metaxlm.data.examples import TranslationExample
+from metaxlm.finetune.spec import Hyperparameters
 from metaxlm.finetune.tasks import register_task
 from metaxlm.finetune.tasks.base import Feature, Task
-from metaxlm.finetune.spec import Hyperparameters
 
 IGNORE = -100
 
