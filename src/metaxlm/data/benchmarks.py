@@ -359,8 +359,14 @@ def side_paths(path: PathLike, source: str, lang: str) -> tuple[Path, Path]:
 def _translation_pairs(pairs, path: PathLike, direction: str) -> list[TranslationExample]:
     if direction not in ("forward", "reverse"):
         raise ConfigError(f"direction must be 'forward' or 'reverse', got {direction!r}")
-    examples = [TranslationExample(str(i), *((a, b) if direction == "forward" else (b, a)))
-                for i, (a, b) in enumerate(pairs)]
+    try:
+        examples = [TranslationExample(str(i), *((a, b) if direction == "forward" else (b, a)))
+                    for i, (a, b) in enumerate(pairs)]
+    except DataError as err:  # a sentence without its translation (or the reverse) is the unlabelled-file trap
+        if err.line is not None and ("columns" in err.message or "empty line" in err.message):
+            raise DataError(err.path, err.line, f"{err.message} (a sentence without its translation: "
+                                                f"{_UNLABELLED})") from None
+        raise
     if not examples:
         raise DataError(path, None, "no sentence pairs")
     return examples
