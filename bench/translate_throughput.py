@@ -65,7 +65,7 @@ def build(cache: Path, train_steps: int) -> Path:
     cfg.pad_token_id = tokenizer.pad_token_id
     transformers.set_seed(0)
     model = transformers.EncoderDecoderModel(config=cfg)
-    hp = Hyperparameters(lr=1e-3, batch_size=16, max_steps=train_steps, max_seq_len=40, warmup_ratio=0.1,
+    hp = Hyperparameters(lr=1e-3, batch_size=16, max_steps=train_steps, max_seq_len=32, warmup_ratio=0.1,
                          label_smoothing=0.1, precision="fp32")
     task = get_task("translation")(tokenizer, hp)
     pairs = cap(load_examples("parallel_tsv", REPO / "data" / "demo" / "parallel" / "en-de.tsv.xz"), 4000)
@@ -87,7 +87,7 @@ def main() -> None:
     ap.add_argument("--max-new-tokens", type=int, default=64)
     ap.add_argument("--length-penalty", type=float, default=1.0)
     ap.add_argument("--repeats", type=int, default=2, help="runs of each side, alternating")
-    ap.add_argument("--train-steps", type=int, default=600, help="fine-tuning steps of the cached bench model")
+    ap.add_argument("--train-steps", type=int, default=300, help="fine-tuning steps of the cached bench model")
     ap.add_argument("--threads", type=int, default=len(os.sched_getaffinity(0)))
     ap.add_argument("--cache", default=str(REPO / ".cache" / "bench-translate"))
     ap.add_argument("--out", default=str(REPO / "runs" / "bench" / "translate_throughput.json"))
