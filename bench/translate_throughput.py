@@ -8,7 +8,7 @@ real model does (a random model would always run to max_new_tokens). Both are bu
 .cache/bench-translate/. Inputs: the first English sentences of data/demo/retrieval/en-de.tsv.xz (held-out pages).
 
 Sides, same beam size, length penalty and max_new_tokens, same threads:
-* batched: `metaxlm.translate.generate_translations` (sentences sorted by length, batches of --batch-size, outputs
+* batched: `metaxlm.finetune.translate.generate_translations` (sentences sorted by length, batches of --batch-size, outputs
   put back in input order), the path of `metaxlm translate`;
 * single: `model.generate()` on one tokenized sentence at a time.
 The sides alternate (--repeats runs each); each is reported by its fastest run (the machine is shared and noisy).
@@ -99,8 +99,8 @@ def main() -> None:
     from metaxlm.compute.precision import cpu_model
     from metaxlm.data.readers import read_parallel
     from metaxlm.finetune.models import load_finetune_tokenizer
+    from metaxlm.finetune.translate import generate_translations, load_seq2seq, special_token
     from metaxlm.io import atomic_write_json
-    from metaxlm.translate import generate_translations, load_seq2seq, special_token
 
     torch.set_num_threads(args.threads)
     started = time.time()

@@ -20,7 +20,7 @@ from metaxlm.finetune.scenarios import run_task
 from metaxlm.finetune.spec import Hyperparameters, TaskSpec, load_task_spec
 from metaxlm.finetune.tasks import get_task
 from metaxlm.finetune.trainer import finetune, predict, set_seed
-from metaxlm.translate import corpus_scores, generate_translations, load_seq2seq
+from metaxlm.finetune.translate import corpus_scores, generate_translations, load_seq2seq
 
 PAIRS = [("the house is small", "das Haus ist klein"),
          ("the cat sleeps", "die Katze schläft"),

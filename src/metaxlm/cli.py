@@ -145,7 +145,7 @@ def cmd_finetune(args) -> None:
 
 
 def cmd_translate(args) -> None:
-    from metaxlm.translate import corpus_scores, read_sentences, translate_file
+    from metaxlm.finetune.translate import corpus_scores, read_sentences, translate_file
 
     if args.ref:  # a mismatched reference fails before any generation
         refs = read_sentences(args.ref)

@@ -5,7 +5,7 @@ Training is teacher-forced: the decoder reads [start] + target[:-1] and predicts
 the loss is cross-entropy with label smoothing (`hyperparameters.label_smoothing`, default 0.1, torch's
 definition: (1 - ε)·NLL + ε·mean over the vocabulary of -log p), padded target positions carry no loss. Testing
 generates with `generate()` (`num_beams`, `length_penalty`, `max_new_tokens`), batched and sorted by length
-(metaxlm.translate). Data: the `parallel_tsv` and `parallel_files` formats of metaxlm.data.benchmarks, in the
+(metaxlm.finetune.translate). Data: the `parallel_tsv` and `parallel_files` formats of metaxlm.data.benchmarks, in the
 spec's `direction`. Scenario: `supervised` (each language pair trained and tested on its own data).
 """
 
@@ -27,7 +27,7 @@ IGNORE = -100
 
 @register_task("translation")
 class TranslationTask(Task):
-    auto_model = "AutoModelForSeq2SeqLM"  # metaxlm.finetune.models loads it with metaxlm.translate.load_seq2seq
+    auto_model = "AutoModelForSeq2SeqLM"  # metaxlm.finetune.models loads it with metaxlm.finetune.translate.load_seq2seq
     scenarios = ("supervised",)
 
     def __init__(self, tokenizer, hp: Hyperparameters, labels=None):
@@ -94,7 +94,7 @@ class TranslationTask(Task):
     def predict(self, model, examples: Sequence[TranslationExample], hp: Hyperparameters, *, progress: bool = False,
                 desc: str = "translate") -> list[str]:
         from metaxlm.finetune.trainer import _device, resolved_precision
-        from metaxlm.translate import generate_translations
+        from metaxlm.finetune.translate import generate_translations
 
         device = _device()
         model.to(device)
@@ -111,7 +111,7 @@ class TranslationTask(Task):
         return lang
 
     def report(self, examples, predictions, *, lang: str | None = None) -> dict[str, Any]:
-        from metaxlm.translate import corpus_scores
+        from metaxlm.finetune.translate import corpus_scores
 
         spec = getattr(self, "spec", None)
         return corpus_scores(predictions, [ex.target for ex in examples], target_lang=self.target_language(lang),
