@@ -79,6 +79,7 @@ UNLABELLED = [
         {"id": "q1", "question": "?", "answers": [{"text": "c", "answer_start": 0}]},
         {"id": "q2", "question": "?", "answers": []}]}]}]}, indent=1), 20),
     ("tatoeba", "tatoeba.deu-eng.deu", "Hallo.\nWelt.\n", None),  # the .eng side (the gold) is missing
+    ("parallel_tsv", "en-de.tsv", "Hello.\tHallo.\nWorld.\n", 2),  # no translation
 ]
 
 
@@ -94,8 +95,9 @@ def test_unlabelled_test_file_is_rejected_at_its_line(tmp_path, fmt, name, conte
 
 def test_every_format_is_registered_and_unknown_ones_are_config_errors(tmp_path):
     assert set(LOADERS) == {"demo_module", "demo_spans", "xnli", "pawsx", "udpos", "panx", "squad", "sib200",
-                            "reviews", "tatoeba"}
-    assert {fmt for fmt, *_ in UNLABELLED} == set(LOADERS)
+                            "reviews", "tatoeba", "parallel_tsv", "parallel_files"}
+    # parallel_files (two files named by a template): tests/test_translation.py
+    assert {fmt for fmt, *_ in UNLABELLED} | {"parallel_files"} == set(LOADERS)
     with pytest.raises(ConfigError, match="unknown benchmark format 'conll'"):
         load_examples("conll", tmp_path / "x")
 

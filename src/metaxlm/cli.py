@@ -126,20 +126,43 @@ def cmd_evaluate(args) -> None:
 def cmd_finetune(args) -> None:
     from metaxlm.finetune.scenarios import run_task
     from metaxlm.finetune.spec import load_task_spec
+    from metaxlm.finetune.tasks import get_task
     from metaxlm.io import atomic_write_json
 
     spec = load_task_spec(args.task, args.overrides)
     languages = args.languages or spec.languages
-    result = run_task(spec, Path(args.model), Path(args.out), scenario=args.scenario, seeds=args.seeds,
+    scenario = args.scenario or get_task(spec.type).scenarios[0]  # zero_shot; translation: supervised
+    result = run_task(spec, Path(args.model), Path(args.out), scenario=scenario, seeds=args.seeds,
                       languages=languages, tokenizer_dir=Path(args.tokenizer or args.model),
                       progress=not args.no_progress)
     name = Path(args.model).name
     atomic_write_json(Path(args.out) / "results.json", {"model_name": name, "model_dir": args.model,
-                                                        "tasks" if args.scenario != "transfer_matrix"
+                                                        "tasks" if scenario != "transfer_matrix"
                                                         else "transfer_matrix": {spec.name: result}})
     from metaxlm.report.evaluation import format_task_table
 
     print(format_task_table(spec.name, {name: result}))
+
+
+def cmd_translate(args) -> None:
+    from metaxlm.finetune.translate import corpus_scores, read_sentences, translate_file
+
+    if args.ref:  # a mismatched reference fails before any generation
+        refs = read_sentences(args.ref)
+        n_src = len(read_sentences(args.src))
+        if len(refs) != n_src:
+            raise MetaXLMError(f"{args.ref}: {len(refs)} lines, but {args.src} has {n_src} (one reference per line)")
+    result = translate_file(args.model, args.src, args.out, tokenizer_dir=args.tokenizer, num_beams=args.beam,
+                            batch_size=args.batch_size, max_new_tokens=args.max_new_tokens,
+                            length_penalty=args.length_penalty, max_source_len=args.max_source_len,
+                            progress=not args.no_progress)
+    rate = result["tokens"] / result["seconds"] if result["seconds"] else 0.0
+    print(f"translated {result['lines']:,} lines -> {args.out} ({result['tokens']:,} tokens generated, "
+          f"{rate:.0f} tokens/s, beam {args.beam})")
+    if args.ref:
+        scores = corpus_scores(result["hypotheses"], refs, target_lang=args.target_lang, tokenize=args.tokenize)
+        print(f"BLEU {scores['bleu']:.2f}  {scores['signatures']['bleu']}")
+        print(f"chrF {scores['chrf']:.2f}  {scores['signatures']['chrf']}")
 
 
 def cmd_align(args) -> None:
@@ -183,12 +206,29 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--model", required=True, help="HF model dir (AutoModel)")
     p.add_argument("--tokenizer", help="tokenizer dir (default: the model dir)")
     p.add_argument("--out", required=True, help="output dir (fine-tuned models, predictions, results.json)")
-    p.add_argument("--scenario", default="zero_shot",
-                   choices=("zero_shot", "supervised", "translate_train", "transfer_matrix"))
+    p.add_argument("--scenario", choices=("zero_shot", "supervised", "translate_train", "transfer_matrix"),
+                   help="default: the task type's (zero_shot; translation: supervised)")
     p.add_argument("--seeds", type=int, nargs="+", default=[0])
     p.add_argument("--languages", nargs="+", help="test languages (default: the task's)")
     p.add_argument("--no-progress", action="store_true")
     p.set_defaults(func=cmd_finetune)
+
+    p = sub.add_parser("translate", help="translate a text file with a seq2seq model dir (batched beam search)")
+    p.add_argument("--model", required=True, help="HF sequence-to-sequence model dir (AutoModelForSeq2SeqLM)")
+    p.add_argument("--tokenizer", help="tokenizer dir (default: the model dir)")
+    p.add_argument("--src", required=True, help="one sentence per line (.gz/.xz too); a blank line stays blank")
+    p.add_argument("--out", required=True, help="translations, one line per input line, in input order")
+    p.add_argument("--beam", type=int, default=4, help="beam size (1: greedy)")
+    p.add_argument("--batch-size", type=int, default=32, help="sentences per generate() call")
+    p.add_argument("--max-new-tokens", type=int, default=128)
+    p.add_argument("--length-penalty", type=float, default=1.0)
+    p.add_argument("--max-source-len", type=int, help="source tokens kept (default: the encoder's maximum)")
+    p.add_argument("--ref", help="reference translations (line-aligned): print sacreBLEU BLEU and chrF")
+    p.add_argument("--target-lang", help="with --ref: the target language, which picks BLEU's tokenizer "
+                                         "(zh: zh; ja, ko: char; else 13a)")
+    p.add_argument("--tokenize", help="with --ref: sacreBLEU's BLEU tokenizer, overriding --target-lang's")
+    p.add_argument("--no-progress", action="store_true")
+    p.set_defaults(func=cmd_translate)
 
     p = sub.add_parser("align", help="word-align sentence pairs with an encoder (writes Pharaoh i-j lines)")
     p.add_argument("--model", required=True, help="HF encoder dir (AutoModel)")

@@ -24,6 +24,7 @@ from metaxlm.data.examples import (
     QAExample,
     SpanExample,
     TaggingExample,
+    TranslationExample,
 )
 from metaxlm.data.readers import count_lines, iter_lines, read_conllu, read_parallel
 from metaxlm.errors import ConfigError, DataError, SkipReport
@@ -339,6 +340,55 @@ def _tatoeba(path: Path, *, lang: str | None = None, **_) -> tuple[list[str], li
         raise DataError(path, None, "expected a file named tatoeba.xxx-eng.xxx (the non-English side)")
     pairs = list(read_parallel(path, path.with_suffix(".eng")))
     return [src for src, _ in pairs], [tgt for _, tgt in pairs]
+
+
+# --- translation pairs ---------------------------------------------------------------------------------------
+
+SIDE = "{side}"  # in a file-pair path template, where each side's language code goes
+
+
+def side_paths(path: PathLike, source: str, lang: str) -> tuple[Path, Path]:
+    """The two line-aligned files of a `{side}` path template: `{side}` filled with the source language's code,
+    then with `lang`'s (`test.en-de.{side}` -> test.en-de.en, test.en-de.de)."""
+    text = str(path)
+    if SIDE not in text:
+        raise ConfigError(f"{path}: a parallel_files path must contain {SIDE} (filled with each side's language code)")
+    return Path(text.replace(SIDE, source)), Path(text.replace(SIDE, lang))
+
+
+def _translation_pairs(pairs, path: PathLike, direction: str) -> list[TranslationExample]:
+    if direction not in ("forward", "reverse"):
+        raise ConfigError(f"direction must be 'forward' or 'reverse', got {direction!r}")
+    try:
+        examples = [TranslationExample(str(i), *((a, b) if direction == "forward" else (b, a)))
+                    for i, (a, b) in enumerate(pairs)]
+    except DataError as err:  # a sentence without its translation (or the reverse) is the unlabelled-file trap
+        if err.line is not None and ("columns" in err.message or "empty line" in err.message):
+            raise DataError(err.path, err.line, f"{err.message} (a sentence without its translation: "
+                                                f"{_UNLABELLED})") from None
+        raise
+    if not examples:
+        raise DataError(path, None, "no sentence pairs")
+    return examples
+
+
+@_register("parallel_tsv")
+def _parallel_tsv(path: Path, *, direction: str = "forward", **_) -> list[TranslationExample]:
+    """`sentence<TAB>translation` lines (the demo's `parallel/en-xx.tsv.xz`); `forward` translates column 1 into
+    column 2, `reverse` column 2 into column 1. A line without both sides is an error at that line."""
+    return _translation_pairs(read_parallel(path), path, direction)
+
+
+@_register("parallel_files")
+def _parallel_files(path: Path, *, lang: str | None = None, source: str = "en", direction: str = "forward",
+                    **_) -> list[TranslationExample]:
+    """Two line-aligned files, one sentence per line, named by a `{side}` template (see `side_paths`); `forward`
+    translates the source language's file into `lang`'s. Files of different lengths, or a line empty on one side
+    only, are errors naming the file and line."""
+    if lang is None:
+        raise ConfigError("parallel_files needs the target language (lang) to name its second file")
+    src, tgt = side_paths(path, source, lang)
+    return _translation_pairs(read_parallel(src, tgt), src, direction)
 
 
 # --- gold word alignments ----------------------------------------------------------------------------------

@@ -47,6 +47,15 @@ class QAExample:
     title: str = ""
 
 
+@dataclass(frozen=True)
+class TranslationExample:
+    """A sentence and its reference translation (`source` is what the model reads, whatever the file order)."""
+
+    id: str
+    source: str
+    target: str
+
+
 @dataclass
 class AlignmentSet:
     """Sentence pairs with gold word alignments: `sure[k]` ⊆ `possible[k]`, 0-based (src_word, tgt_word) links."""

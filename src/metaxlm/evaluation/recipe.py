@@ -156,6 +156,7 @@ def task_specs(ecfg: EvalConfig) -> dict:
 def evaluate_model(cfg: RunConfig, target: ModelToEvaluate, *, progress: bool = True) -> dict:
     from metaxlm.features.layers import load_encoder
     from metaxlm.finetune.scenarios import run_task
+    from metaxlm.finetune.tasks import get_task
 
     ecfg = cfg.evaluate
     out = eval_dir(cfg) / target.name
@@ -169,13 +170,16 @@ def evaluate_model(cfg: RunConfig, target: ModelToEvaluate, *, progress: bool = 
     seeds = ecfg.seeds if target.final or ecfg.checkpoint_seeds is None else ecfg.checkpoint_seeds
     common = {"seeds": seeds, "languages": languages, "tokenizer_dir": target.tokenizer_dir, "progress": progress}
     for name, spec in wanted.items():
-        print(f"evaluate {target.name}: task {name} ({ecfg.scenario}, seeds {seeds})", flush=True)
-        key = {"spec": spec.model_dump(mode="json"), "scenario": ecfg.scenario, "seeds": seeds,
+        # a task type runs the configured scenario if it applies to it, else its own (translation: supervised)
+        allowed = get_task(spec.type).scenarios
+        scenario = ecfg.scenario if ecfg.scenario in allowed else allowed[0]
+        print(f"evaluate {target.name}: task {name} ({scenario}, seeds {seeds})", flush=True)
+        key = {"spec": spec.model_dump(mode="json"), "scenario": scenario, "seeds": seeds,
                "languages": languages}
         results.setdefault("tasks", {})[name] = _cached(
             parts / f"task-{name}.json", _fingerprint(key), run_task, spec, target.model_dir,
-            out / "finetune" / name, scenario=ecfg.scenario, **common)
-        if name in ecfg.transfer_matrix and target.final:
+            out / "finetune" / name, scenario=scenario, **common)
+        if name in ecfg.transfer_matrix and target.final and "transfer_matrix" in allowed:
             results.setdefault("transfer_matrix", {})[name] = _cached(
                 parts / f"matrix-{name}.json", _fingerprint({**key, "scenario": "transfer_matrix"}), run_task,
                 spec, target.model_dir, out / "finetune" / f"{name}-matrix", scenario="transfer_matrix", **common)

@@ -1,8 +1,9 @@
-"""Fine-tuning evaluation: BERT-style heads on any HF encoder, one training loop, cross-lingual scenarios.
+"""Fine-tuning evaluation: BERT-style heads on any HF encoder (and translation with any HF seq2seq model), one
+training loop, cross-lingual scenarios.
 
 - `spec`: TaskSpec / load_task_spec (configs/tasks/<name>.yaml)
-- `tasks`: task types by name (classification, tagging, spans, qa); `get_task(name)`
-- `trainer`: finetune(...), predict(...)
+- `tasks`: task types by name (classification, tagging, spans, qa, translation); `get_task(name)`
+- `trainer`: finetune(..., on_step=...), predict(...)
 - `scenarios`: run_task(...) -> one task entry of the results schema
 """
 

@@ -1,5 +1,6 @@
 """Loading an encoder for fine-tuning: a metaxlm pretraining checkpoint (BertForMaskedLM saved with
-save_pretrained; its tokenizer lives in the run's `vocab/` dir) or any HF AutoModel directory."""
+save_pretrained; its tokenizer lives in the run's `vocab/` dir) or any HF AutoModel directory; for translation,
+any HF sequence-to-sequence directory (metaxlm.finetune.translate.load_seq2seq)."""
 
 from __future__ import annotations
 
@@ -29,6 +30,12 @@ def load_model(task, model_dir: str | Path):
     directory holds a different architecture (only the pooler and the head may be new)."""
     import transformers
 
+    if task.auto_model == "AutoModelForSeq2SeqLM":  # an encoder-decoder as it is (no new head)
+        from metaxlm.finetune.translate import load_seq2seq, special_token
+
+        model = load_seq2seq(model_dir)
+        task.decoder_start_token_id = special_token(model, "decoder_start_token_id")
+        return model
     auto = getattr(transformers, task.auto_model)
     with quiet_transformers():
         try:

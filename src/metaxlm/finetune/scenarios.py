@@ -73,11 +73,13 @@ class TaskData:
         from metaxlm.data.benchmarks import load_examples
 
         if (which, lang) not in self._cache:
-            path = self.spec.path(which, lang)
+            spec = self.spec
+            path = spec.path(which, lang)
             examples = None
-            if path is not None and path.exists():
+            if path is not None and _exists(path, spec.source, lang):
                 split = "test" if which == "test" else ("dev" if which == "dev" else "train")
-                examples = list(load_examples(self.spec.format, path, lang=lang, split=split, allow_empty=True))
+                examples = list(load_examples(spec.format, path, lang=lang, split=split, allow_empty=True,
+                                              source=spec.source, direction=spec.direction))
             self._cache[which, lang] = examples
         return self._cache[which, lang]
 
@@ -106,6 +108,17 @@ class TaskData:
     def train(self, lang: str, which: str = "train") -> list | None:
         examples = self.load(which, lang)
         return None if examples is None else cap([ex for ex in examples if _trainable(ex)], self.spec.max_train_items)
+
+
+def _exists(path: Path, source: str, lang: str) -> bool:
+    """The file exists; for a `{side}` template (translation file pairs), both of its files do, and they are two
+    (a pair of a language with itself, e.g. the source's own, has no data)."""
+    from metaxlm.data.benchmarks import SIDE, side_paths
+
+    if SIDE not in str(path):
+        return path.exists()
+    src, tgt = side_paths(path, source, lang)
+    return src != tgt and src.exists() and tgt.exists()
 
 
 def _trainable(example) -> bool:
@@ -181,35 +194,105 @@ class _Runner:
 
     def new_task(self, train_items: list) -> Task:
         task = get_task(self.spec.type)(self.tokenizer, self.spec.hyperparameters)
+        task.spec = self.spec  # settings a task type may read (QA normalization, translation direction, ...)
         task.normalization = self.spec.qa_normalization
         task.fit_labels([ex for item in train_items for ex in (item if isinstance(item, tuple) else (item,))])
         return task
 
+    def test(self, task: Task, model, tests: dict[str, list], label: str) -> tuple[dict[str, float], dict]:
+        """The main metric per language, and each language's `task.report` (further scores, signatures)."""
+        spec = self.spec
+        scores, reports = {}, {}
+        for lang, examples in tests.items():
+            predictions = predict(model, task, examples, spec.hyperparameters, progress=self.progress,
+                                  desc=f"{spec.name} test {lang}{label}")
+            scores[lang] = task.score(examples, predictions, metric=spec.metric, lang=lang)
+            if report := task.report(examples, predictions, lang=lang):
+                reports[lang] = report
+        return scores, reports
+
     def train_and_test(self, train_items: list, tests: dict[str, list], seed: int, label: str) -> dict[str, float]:
-        """Fine-tune a fresh model on `train_items` with `seed`; score on each test set."""
+        """Fine-tune a fresh model on `train_items` with `seed`; score on each test set (and, with
+        hyperparameters.eval_steps, also after those steps: the run's `curve`)."""
         spec = self.spec
         task = self.new_task(train_items)
         start = time.perf_counter()
         set_seed(seed)  # the new head's initialization is part of the run
         model = load_model(task, self.model_dir)
         losses: list[float] = []
+        curve: list[dict] = []
+        testing = [0.0]  # seconds spent scoring during training
+
+        def on_step(step: int, total: int) -> None:
+            if step in spec.hyperparameters.eval_steps and step < total:  # the last step is the final test
+                began = time.perf_counter()
+                scores, reports = self.test(task, model, tests, f" @{step}")
+                curve.append({"step": step, "scores": scores, "reports": _numbers(reports)})
+                testing[0] += time.perf_counter() - began
+
         finetune(model, task, train_items, spec.hyperparameters, seed=seed, progress=self.progress, history=losses,
-                 desc=f"{spec.name} {label} seed {seed}")
-        trained = time.perf_counter() - start
-        scores = {}
-        for lang, examples in tests.items():
-            predictions = predict(model, task, examples, spec.hyperparameters, progress=self.progress,
-                                  desc=f"{spec.name} test {lang}")
-            scores[lang] = task.score(examples, predictions, metric=spec.metric, lang=lang)
-        self.details.append({"label": label, "seed": seed, "train_items": len(train_items), "steps": len(losses),
-                             "first_loss": losses[0], "last_loss": losses[-1], "train_seconds": round(trained, 1),
-                             "total_seconds": round(time.perf_counter() - start, 1),
-                             "scores": scores})
+                 desc=f"{spec.name} {label} seed {seed}", on_step=on_step if spec.hyperparameters.eval_steps else None)
+        trained = time.perf_counter() - start - testing[0]
+        scores, reports = self.test(task, model, tests, "")
+        if spec.hyperparameters.eval_steps:
+            curve.append({"step": len(losses), "scores": scores, "reports": _numbers(reports)})
+        detail = {"label": label, "seed": seed, "train_items": len(train_items), "steps": len(losses),
+                  "first_loss": losses[0], "last_loss": losses[-1], "train_seconds": round(trained, 1),
+                  "total_seconds": round(time.perf_counter() - start, 1), "scores": scores}
+        if reports:
+            detail["reports"] = reports
+        if curve:
+            detail["curve"] = curve
+        self.details.append(detail)
         if self.progress:
             shown = " ".join(f"{k} {v:.3f}" for k, v in scores.items())
             print(f"  {spec.name} {label} seed {seed}: {len(train_items)} items, {len(losses)} steps, "
                   f"{time.perf_counter() - start:.0f}s; {spec.metric} {shown}", flush=True)
         return scores
+
+
+def _numbers(reports: dict[str, dict]) -> dict[str, dict[str, float]]:
+    return {lang: {k: v for k, v in r.items() if isinstance(v, int | float)} for lang, r in reports.items()}
+
+
+def report_summary(details: list[dict], metric: str) -> dict:
+    """What the runs' reports and curves add to a task entry: `reports` (per language, each further score as
+    mean/std/runs over the runs, and the `signatures` saying how they were computed) and `curve` (per language,
+    the steps and each score's mean/std/runs at each step)."""
+    from metaxlm.metrics import mean_std
+
+    def stats(values: list[float]) -> dict:
+        if not values:
+            return {"mean": math.nan, "std": math.nan, "runs": []}
+        ms = mean_std(values)
+        return {"mean": ms["mean"], "std": ms["std"], "runs": list(values)}
+
+    out: dict = {}
+    reports: dict[str, dict[str, list[float]]] = {}
+    signatures: dict[str, dict] = {}
+    curves: dict[str, dict[int, dict[str, list[float]]]] = {}
+    for run in details:
+        for lang, report in run.get("reports", {}).items():
+            for key, value in report.items():
+                if isinstance(value, int | float):
+                    reports.setdefault(lang, {}).setdefault(key, []).append(value)
+                else:
+                    signatures.setdefault(lang, {})[key] = value
+        for point in run.get("curve", []):
+            for lang, score in point["scores"].items():
+                at = curves.setdefault(lang, {}).setdefault(point["step"], {})
+                for key, value in {metric: score, **point["reports"].get(lang, {})}.items():
+                    at.setdefault(key, []).append(value)
+    if reports:
+        out["reports"] = {lang: {**{k: stats(v) for k, v in r.items()}, **signatures.get(lang, {})}
+                          for lang, r in reports.items()}
+    if curves:
+        out["curve"] = {}
+        for lang, points in curves.items():
+            steps = sorted(points)
+            keys = list(dict.fromkeys(k for s in steps for k in points[s]))
+            out["curve"][lang] = {"steps": steps, **{k: [stats(points[s].get(k, [])) for s in steps] for k in keys}}
+    return out
 
 
 def run_task(spec: TaskSpec, model_dir: str | Path, out_dir: str | Path | None = None, *,
@@ -221,6 +304,9 @@ def run_task(spec: TaskSpec, model_dir: str | Path, out_dir: str | Path | None =
     `out_dir/<scenario>.json` when out_dir is given."""
     if scenario not in SCENARIOS:
         raise MetaXLMError(f"unknown scenario {scenario!r} (known: {', '.join(SCENARIOS)})")
+    if scenario not in get_task(spec.type).scenarios:
+        raise MetaXLMError(f"task {spec.name}: scenario {scenario} does not apply to {spec.type} tasks (they run: "
+                           f"{', '.join(get_task(spec.type).scenarios)})")
     seeds = list(seeds if seeds is not None else spec.seeds)
     if not seeds:
         raise MetaXLMError("no seeds to run")
@@ -240,6 +326,7 @@ def run_task(spec: TaskSpec, model_dir: str | Path, out_dir: str | Path | None =
         runs = {"zero_shot": _zero_shot, "supervised": _supervised, "translate_train": _translate_train}[scenario](
             runner, data, langs, seeds, notes)
         entry.update(summarize(runs, None if scenario == "supervised" else spec.source))
+        entry.update(report_summary(runner.details, spec.metric))
     entry["note"] = "; ".join(n for n in notes if n)
     if out_dir is not None:
         atomic_write_json(Path(out_dir) / f"{scenario}.json", json_safe({

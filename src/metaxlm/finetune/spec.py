@@ -41,8 +41,23 @@ class Hyperparameters(Strict):
     max_query_len: int = Field(64, ge=1)
     n_best: int = Field(20, ge=1)
     max_answer_len: int = Field(30, ge=1)
+    # translation (seq2seq): teacher-forced cross-entropy with label smoothing; beam search for the test
+    label_smoothing: float = Field(0.1, ge=0.0, lt=1.0)
+    num_beams: int = Field(4, ge=1)
+    length_penalty: float = 1.0  # exponent on the length a beam's log-probability is divided by (HF generate)
+    max_new_tokens: int = Field(128, ge=1)
+    # score the test sets also after these fine-tuning steps (any task type): the result's `curve`
+    eval_steps: list[int] = Field(default_factory=list)
 
-    @field_validator("lr", "epochs", "warmup_ratio", "weight_decay", "clip", mode="before")
+    @field_validator("eval_steps")
+    @classmethod
+    def _steps(cls, steps: list[int]) -> list[int]:
+        if any(s < 1 for s in steps):
+            raise ValueError("eval_steps must be >= 1")
+        return sorted(set(steps))
+
+    @field_validator("lr", "epochs", "warmup_ratio", "weight_decay", "clip", "label_smoothing", "length_penalty",
+                     mode="before")
     @classmethod
     def _float_text(cls, value):
         # YAML 1.1 reads `2e-5` (no dot) as a string; take it for the number it plainly means
@@ -56,9 +71,11 @@ class Hyperparameters(Strict):
 
 class TaskSpec(Strict):
     name: str
-    type: Literal["classification", "tagging", "spans", "qa"]
-    format: str  # a loader of metaxlm.data.benchmarks (demo_module, xnli, udpos, squad, ...)
-    metric: str  # classification: accuracy; tagging: accuracy | seqeval_f1; spans: span_f1; qa: f1 | exact_match
+    type: Literal["classification", "tagging", "spans", "qa", "translation"]
+    format: str  # a loader of metaxlm.data.benchmarks (demo_module, xnli, udpos, squad, parallel_tsv, ...)
+    # classification: accuracy; tagging: accuracy | seqeval_f1; spans: span_f1; qa: f1 | exact_match;
+    # translation: bleu | chrf (sacreBLEU, both are reported)
+    metric: str
     languages: list[str]
     source: str = "en"
     test: str | dict[str, str]
@@ -76,6 +93,12 @@ class TaskSpec(Strict):
     # ... and also train on the translated original (x_xx, y_xx) of a code-switched item (PPA does not: footnote 2)
     code_switch_originals: bool = False
     qa_normalization: Literal["squad", "mlqa"] = "squad"  # mlqa: per-language answer normalization
+    # translation: `forward` translates the source language (TSV column 1, the `{side}` = source file) into each
+    # language, `reverse` each language into the source language
+    direction: Literal["forward", "reverse"] = "forward"
+    # translation: sacreBLEU's tokenizer for BLEU; None: by target language (zh: zh; ja, ko: char, since the
+    # mecab tokenizers are not installed; else 13a). The signature in the results names the one used.
+    bleu_tokenize: str | None = None
     hyperparameters: Hyperparameters = Field(default_factory=Hyperparameters)
     max_train_items: int | None = Field(None, ge=1)  # per training language, first items by sha256 of the id
     max_test_items: int | None = Field(None, ge=1)   # per test language, chosen the same way
@@ -99,9 +122,15 @@ class TaskSpec(Strict):
         if self.train_from == "train" and self.train is None:
             raise ValueError("train_from=train needs a `train` path (or set train_from: test_half)")
         allowed = {"classification": {"accuracy"}, "tagging": {"accuracy", "seqeval_f1"}, "spans": {"span_f1"},
-                   "qa": {"f1", "exact_match"}}[self.type]
+                   "qa": {"f1", "exact_match"}, "translation": {"bleu", "chrf"}}[self.type]
         if self.metric not in allowed:
             raise ValueError(f"metric {self.metric!r} is not one of {sorted(allowed)} for type {self.type}")
+        pair_formats = {"parallel_tsv", "parallel_files"}
+        if (self.type == "translation") != (self.format in pair_formats):
+            raise ValueError(f"format {self.format!r} does not fit type {self.type}: translation tasks read "
+                             f"{' or '.join(sorted(pair_formats))}, and only they do")
+        if self.type == "translation" and self.train_from != "train":
+            raise ValueError("translation tasks train on their `train` pairs (train_from: train)")
         hp = self.hyperparameters
         room = hp.max_seq_len - hp.max_query_len - 4  # the context window after the question and special tokens
         if self.type == "qa" and hp.doc_stride >= room:
@@ -116,7 +145,8 @@ class TaskSpec(Strict):
             return None
         if isinstance(template, dict):
             return Path(template[lang]) if lang in template else None
-        return Path(template.format(lang=lang, flores=FLORES.get(lang, lang)))
+        # `{side}` (file pairs of translation tasks) is left for the loader, which fills in each side's language
+        return Path(template.format(lang=lang, flores=FLORES.get(lang, lang), side="{side}"))
 
 
 def _find_task_file(path_or_name: str | Path) -> Path:

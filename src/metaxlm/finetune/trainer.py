@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import math
 import random
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from contextlib import nullcontext
 
 import numpy as np
@@ -114,9 +114,12 @@ def collate(features: list[Feature], pad_id: int, target_keys: Sequence[str] = (
 
 
 def finetune(model, task: Task, train_items: Sequence, hp: Hyperparameters, *, seed: int, progress: bool = True,
-             history: list[float] | None = None, desc: str = "fine-tune"):
+             history: list[float] | None = None, desc: str = "fine-tune",
+             on_step: Callable[[int, int], None] | None = None):
     """Train `model` in place on `train_items` for hp.max_steps steps, else hp.epochs epochs; return it.
-    `history`, when given, receives each step's loss."""
+    `history`, when given, receives each step's loss. `on_step(step, total)`, when given, is called after each
+    optimizer step (e.g. to score the model at chosen steps: it may switch to eval mode and run inference; the
+    model is put back in train mode after it, and inference draws nothing from the seeded generators)."""
     from transformers import get_linear_schedule_with_warmup
 
     set_seed(seed)
@@ -139,9 +142,9 @@ def finetune(model, task: Task, train_items: Sequence, hp: Hyperparameters, *, s
         step = 0
         while step < total:
             for batch_indices in epoch_batches:
-                batch = collate([features[k] for k in batch_indices], pad_id, task.target_keys)
+                batch = task.collate([features[k] for k in batch_indices], pad_id, train=True)
                 with precision.autocast(device.type), fast_path():
-                    loss = model(**{k: v.to(device) for k, v in batch.items()}).loss
+                    loss = task.loss(model, {k: v.to(device) for k, v in batch.items()})
                 if not torch.isfinite(loss):
                     raise MetaXLMError(f"fine-tuning: non-finite loss at step {step} (lower the learning rate)")
                 loss.backward()
@@ -155,6 +158,9 @@ def finetune(model, task: Task, train_items: Sequence, hp: Hyperparameters, *, s
                 bar.update(1)
                 if step % 10 == 0:
                     bar.set_postfix(loss=f"{loss.item():.3f}")
+                if on_step is not None:
+                    on_step(step, total)
+                    model.train()
                 if step >= total:
                     break
             epoch_batches = length_grouped_batches(units, lengths, hp.batch_size, rng)
@@ -190,5 +196,4 @@ def predict(model, task: Task, examples: Sequence, hp: Hyperparameters, *, progr
     """Predictions for `examples` in the task's form (labels, tag lists, span sets, or {id: answer text})."""
     if not examples:
         return []
-    features = task.encode(examples, train=False)
-    return task.decode(examples, features, predict_outputs(model, task, features, hp, progress=progress, desc=desc))
+    return task.predict(model, examples, hp, progress=progress, desc=desc)

@@ -50,8 +50,9 @@ def _ordered(items) -> list:
 
 
 def _percent_scale(entries: list[dict]) -> float:
-    """Fractions are shown in percent; QA EM/F1 already are percent (as the official script reports them)."""
-    if any(t.get("type") == "qa" for t in entries):
+    """Fractions are shown in percent; QA EM/F1 and sacreBLEU's BLEU/chrF already are percent (as the official
+    scripts report them)."""
+    if any(t.get("type") in ("qa", "translation") for t in entries):
         return 1.0
     means = [number(s.get("mean")) for t in entries for s in t.get("per_language", {}).values()]
     return 1.0 if any(m > 1.0 for m in means) else 100.0

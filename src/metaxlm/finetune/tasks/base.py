@@ -3,6 +3,10 @@
 A task turns examples into features (dicts holding `input_ids`, maybe `token_type_ids`, the training
 targets under `target_keys`, and whatever decoding needs), and turns the model's outputs on those
 features back into one prediction per example, which `score` compares with the gold data.
+
+The defaults fit an encoder with a head (one forward, the model's own loss, outputs decoded per feature); a
+task of another shape (translation: targets of their own length, a loss of its own, generation instead of one
+forward) overrides `collate`, `loss` and `predict`, and may report more than its main metric (`report`).
 """
 
 from __future__ import annotations
@@ -24,6 +28,8 @@ class Task:
     target_keys: ClassVar[tuple[str, ...]] = ("labels",)
     output_keys: ClassVar[tuple[str, ...]] = ("logits",)
     token_outputs: ClassVar[bool] = False  # outputs are per token (the trainer cuts them to each feature's length)
+    # the fine-tuning scenarios that make sense for this task type (metaxlm.finetune.scenarios), the first the default
+    scenarios: ClassVar[tuple[str, ...]] = ("zero_shot", "supervised", "translate_train", "transfer_matrix")
 
     def __init__(self, tokenizer, hp: Hyperparameters, labels: Sequence[str] | None = None):
         self.tokenizer = tokenizer
@@ -56,6 +62,31 @@ class Task:
 
     def score(self, examples: Sequence, predictions: list, *, metric: str, lang: str | None = None) -> float:
         raise NotImplementedError
+
+    def report(self, examples: Sequence, predictions: list, *, lang: str | None = None) -> dict[str, Any]:
+        """Every score this task reports beside the main metric (name -> number), and how they were computed
+        (e.g. "signatures"); recorded in the results. Default: nothing more."""
+        return {}
+
+    # -- training and inference (the trainer calls these) ------------------------------------------------------
+    def collate(self, features: list[Feature], pad_id: int, *, train: bool) -> dict:
+        """A batch of tensors from features (default: padded to the longest, per-token targets padded with -100)."""
+        from metaxlm.finetune.trainer import collate
+
+        return collate(features, pad_id, self.target_keys if train else ())
+
+    def loss(self, model, batch: dict):
+        """The training loss of one batch (default: the model's own, from the targets in the batch)."""
+        return model(**batch).loss
+
+    def predict(self, model, examples: Sequence, hp: Hyperparameters, *, progress: bool = False,
+                desc: str = "predict") -> list:
+        """Predictions for `examples` (default: one batched forward per feature, then `decode`)."""
+        from metaxlm.finetune.trainer import predict_outputs
+
+        features = self.encode(examples, train=False)
+        return self.decode(examples, features, predict_outputs(model, self, features, hp, progress=progress,
+                                                               desc=desc))
 
     def code_switch(self, english, translated) -> tuple | None:
         """For pair tasks, the two code-switched examples (x_xx, y_en) and (x_en, y_xx) of Pan et al. (2021)

@@ -1,0 +1,121 @@
+"""Machine translation (`type: translation`): fine-tune any HF sequence-to-sequence model on sentence pairs, test
+with beam search and sacreBLEU (BLEU and chrF, with their signatures).
+
+Training is teacher-forced: the decoder reads [start] + target[:-1] and predicts target (its tokens then EOS);
+the loss is cross-entropy with label smoothing (`hyperparameters.label_smoothing`, default 0.1, torch's
+definition: (1 - ε)·NLL + ε·mean over the vocabulary of -log p), padded target positions carry no loss. Testing
+generates with `generate()` (`num_beams`, `length_penalty`, `max_new_tokens`), batched and sorted by length
+(metaxlm.finetune.translate). Data: the `parallel_tsv` and `parallel_files` formats of metaxlm.data.benchmarks, in the
+spec's `direction`. Scenario: `supervised` (each language pair trained and tested on its own data).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+import torch
+import torch.nn.functional as F
+
+from metaxlm.data.examples import TranslationExample
+from metaxlm.finetune.spec import Hyperparameters
+from metaxlm.finetune.tasks import register_task
+from metaxlm.finetune.tasks.base import Feature, Task
+
+IGNORE = -100
+
+
+@register_task("translation")
+class TranslationTask(Task):
+    auto_model = "AutoModelForSeq2SeqLM"  # metaxlm.finetune.models loads it with metaxlm.finetune.translate.load_seq2seq
+    scenarios = ("supervised",)
+
+    def __init__(self, tokenizer, hp: Hyperparameters, labels=None):
+        super().__init__(tokenizer, hp, labels)
+        # the model's decoder start token, set when the model is loaded; a target's own leading copy of it
+        # (BERT tokenizers start every text with [CLS], which VECO's exporter makes the start token) is dropped
+        self.decoder_start_token_id: int | None = tokenizer.cls_token_id
+        self.pad_id = tokenizer.pad_token_id if tokenizer.pad_token_id is not None else 0
+
+    def model_kwargs(self) -> dict[str, Any]:
+        return {}
+
+    # -- data ------------------------------------------------------------------------------------------------------
+    def target_ids(self, texts: Sequence[str]) -> list[list[int]]:
+        """Token ids the decoder learns to produce: the tokenizer's target encoding (ending with EOS) without a
+        leading decoder start token."""
+        rows = self.tokenizer(text_target=list(texts), truncation=True, max_length=self.hp.max_seq_len)["input_ids"]
+        start = self.decoder_start_token_id
+        return [row[1:] if start is not None and row and row[0] == start else row for row in rows]
+
+    def encode(self, examples: Sequence[TranslationExample], *, train: bool) -> list[Feature]:
+        sources = self.tokenizer([ex.source for ex in examples], truncation=True,
+                                 max_length=self.hp.max_seq_len)["input_ids"]
+        targets = self.target_ids([ex.target for ex in examples]) if train else [None] * len(examples)
+        features = []
+        for i, (source, target) in enumerate(zip(sources, targets, strict=True)):
+            feature: Feature = {"input_ids": source, "example": i}
+            if train:
+                feature["labels"] = target
+            features.append(feature)
+        return features
+
+    def collate(self, features: list[Feature], pad_id: int, *, train: bool) -> dict:
+        """Sources padded with the pad token, targets (their own length) with -100."""
+        def pad(rows: list[list[int]], fill: int) -> torch.Tensor:
+            out = torch.full((len(rows), max(len(r) for r in rows)), fill, dtype=torch.long)
+            for i, row in enumerate(rows):
+                out[i, :len(row)] = torch.tensor(row, dtype=torch.long)
+            return out
+
+        input_ids = pad([f["input_ids"] for f in features], pad_id)
+        batch = {"input_ids": input_ids, "attention_mask": (pad([[1] * len(f["input_ids"]) for f in features], 0))}
+        if train:
+            batch["labels"] = pad([f["labels"] for f in features], IGNORE)
+        return batch
+
+    # -- training --------------------------------------------------------------------------------------------------
+    def decoder_inputs(self, labels: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        """(decoder_input_ids, decoder_attention_mask): labels shifted right behind the start token."""
+        start = self.decoder_start_token_id if self.decoder_start_token_id is not None else self.pad_id
+        shifted = torch.cat([torch.full_like(labels[:, :1], start), labels[:, :-1]], dim=1)
+        mask = shifted != IGNORE
+        return shifted.masked_fill(~mask, self.pad_id), mask.long()
+
+    def loss(self, model, batch: dict) -> torch.Tensor:
+        labels = batch["labels"]
+        decoder_input_ids, decoder_attention_mask = self.decoder_inputs(labels)
+        logits = model(input_ids=batch["input_ids"], attention_mask=batch["attention_mask"],
+                       decoder_input_ids=decoder_input_ids, decoder_attention_mask=decoder_attention_mask).logits
+        return F.cross_entropy(logits.float().flatten(0, 1), labels.flatten(), ignore_index=IGNORE,
+                               label_smoothing=self.hp.label_smoothing)
+
+    # -- testing ---------------------------------------------------------------------------------------------------
+    def predict(self, model, examples: Sequence[TranslationExample], hp: Hyperparameters, *, progress: bool = False,
+                desc: str = "translate") -> list[str]:
+        from metaxlm.finetune.trainer import _device, resolved_precision
+        from metaxlm.finetune.translate import generate_translations
+
+        device = _device()
+        model.to(device)
+        precision = resolved_precision(model, hp, device, hp.eval_batch_size)
+        return generate_translations(model, self.tokenizer, [ex.source for ex in examples], num_beams=hp.num_beams,
+                                     length_penalty=hp.length_penalty, max_new_tokens=hp.max_new_tokens,
+                                     max_source_len=hp.max_seq_len, batch_size=hp.eval_batch_size,
+                                     autocast=lambda: precision.autocast(device.type), progress=progress, desc=desc)
+
+    def target_language(self, lang: str | None) -> str | None:
+        spec = getattr(self, "spec", None)
+        if spec is not None and spec.direction == "reverse":
+            return spec.source
+        return lang
+
+    def report(self, examples, predictions, *, lang: str | None = None) -> dict[str, Any]:
+        from metaxlm.finetune.translate import corpus_scores
+
+        spec = getattr(self, "spec", None)
+        return corpus_scores(predictions, [ex.target for ex in examples], target_lang=self.target_language(lang),
+                             tokenize=spec.bleu_tokenize if spec is not None else None)
+
+    def score(self, examples, predictions, *, metric: str, lang: str | None = None) -> float:
+        return self.report(examples, predictions, lang=lang)[metric]

@@ -1,0 +1,190 @@
+"""Machine translation with any HF sequence-to-sequence model directory: loading, batched beam search, sacreBLEU.
+
+Used by the `translation` fine-tuning task (metaxlm.finetune.tasks.translation) and by `metaxlm translate`.
+What a model directory must hold: a model `AutoModelForSeq2SeqLM.from_pretrained` loads (e.g. the
+`EncoderDecoderModel` that `metaxlm veco export --nlg` writes: BERT encoder, BERT LM-head decoder with
+cross-attention) whose config or generation config sets `decoder_start_token_id`, `eos_token_id` and
+`pad_token_id`, and a tokenizer beside it (or passed separately).
+
+Generation is HF `generate()` (beam search, length penalty), never a decoder of our own. For speed the sentences
+are sorted by length (longest first, so a batch too large for memory fails at once and the ETA is pessimistic),
+cut into batches, and the outputs put back in input order; an empty input line gives an empty output line.
+Metrics are sacreBLEU's corpus-level BLEU and chrF, reported with their signatures (which say how they were
+computed: tokenizer, smoothing, version), so that numbers from different runs can be compared honestly.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Sequence
+from contextlib import nullcontext
+from pathlib import Path
+from typing import Any
+
+import torch
+from tqdm import tqdm
+
+from metaxlm.errors import DataError, MetaXLMError
+
+EXPORT_HINT = "export a metaxlm/VECO encoder as an encoder-decoder first: `metaxlm veco export --nlg`"
+# sacreBLEU picks ja-mecab / ko-mecab for these, which need packages metaxlm does not install: characters instead
+BLEU_TOKENIZE = {"zh": "zh", "ja": "char", "ko": "char"}
+
+
+# -- the model -----------------------------------------------------------------------------------------------------
+
+def load_seq2seq(model_dir: str | Path):
+    """The model in `model_dir` as AutoModelForSeq2SeqLM, in eval mode; a clear error when it is not one."""
+    from transformers import AutoConfig, AutoModelForSeq2SeqLM
+
+    from metaxlm.models.loading import quiet_transformers
+
+    model_dir = Path(model_dir)
+    if not (model_dir / "config.json").exists():
+        raise MetaXLMError(f"{model_dir}: no config.json, not an HF model directory")
+    with quiet_transformers():
+        try:
+            config = AutoConfig.from_pretrained(str(model_dir))
+        except (OSError, ValueError) as err:
+            raise MetaXLMError(f"{model_dir}: cannot read the model config: {err}") from None
+        if not getattr(config, "is_encoder_decoder", False):
+            raise MetaXLMError(f"{model_dir}: not a sequence-to-sequence model (model_type {config.model_type!r}, "
+                               f"no decoder), so it cannot translate; to {EXPORT_HINT}")
+        try:
+            model = AutoModelForSeq2SeqLM.from_pretrained(str(model_dir))
+        except (OSError, ValueError) as err:
+            raise MetaXLMError(f"{model_dir}: cannot load as AutoModelForSeq2SeqLM: {err}") from None
+    missing = [key for key in ("decoder_start_token_id", "eos_token_id", "pad_token_id")
+               if special_token(model, key) is None]
+    if missing:
+        raise MetaXLMError(f"{model_dir}: the config sets no {', '.join(missing)} (generate() needs them); "
+                           f"to {EXPORT_HINT}, which sets them")
+    return model.eval()
+
+
+def special_token(model, key: str) -> int | None:
+    """A special token id from the generation config, else the model config."""
+    value = getattr(model.generation_config, key, None)
+    if value is None:
+        value = getattr(model.config, key, None)
+    return value[0] if isinstance(value, list) else value
+
+
+def length_limits(model, max_source_len: int | None, max_new_tokens: int) -> tuple[int, int]:
+    """(source tokens, new tokens) within the model's position embeddings (BERT-style encoders and decoders fail
+    past them)."""
+    config = model.config
+    enc = getattr(getattr(config, "encoder", None), "max_position_embeddings", None) \
+        or getattr(config, "max_position_embeddings", None)
+    dec = getattr(getattr(config, "decoder", None), "max_position_embeddings", None) \
+        or getattr(config, "max_position_embeddings", None)
+    source = max_source_len or enc or 512
+    if enc:
+        source = min(source, enc)
+    return source, min(max_new_tokens, dec - 1) if dec else max_new_tokens
+
+
+# -- generation ----------------------------------------------------------------------------------------------------
+
+def length_sorted_batches(lengths: Sequence[int], batch_size: int) -> list[list[int]]:
+    """Indices of the non-empty items (length > 0) in batches, longest first."""
+    order = sorted((i for i, n in enumerate(lengths) if n > 0), key=lambda i: -lengths[i])
+    return [order[i:i + batch_size] for i in range(0, len(order), batch_size)]
+
+
+@torch.inference_mode()
+def generate_translations(model, tokenizer, texts: Sequence[str], *, num_beams: int = 4, length_penalty: float = 1.0,
+                          max_new_tokens: int = 128, max_source_len: int | None = None, batch_size: int = 32,
+                          autocast: Callable[[], Any] = nullcontext, progress: bool = False,
+                          desc: str = "translate", stats: dict | None = None) -> list[str]:
+    """Translations of `texts`, in their order ("" for a blank text): `generate()` with beam search on batches of
+    length-sorted sentences. `stats`, when given, receives the generated tokens (EOS included, padding not),
+    sentences and seconds."""
+    model.eval()
+    device = next(model.parameters()).device
+    source_len, new_tokens = length_limits(model, max_source_len, max_new_tokens)
+    pad = special_token(model, "pad_token_id")
+    ids = tokenizer([t.strip() for t in texts], truncation=True, max_length=source_len,
+                    add_special_tokens=True)["input_ids"]
+    lengths = [len(row) if text.strip() else 0 for row, text in zip(ids, texts, strict=True)]
+    out = [""] * len(texts)
+    generated = 0
+    start = time.perf_counter()
+    with tqdm(total=sum(n > 0 for n in lengths), desc=desc, unit=" sent", disable=not progress,
+              leave=False) as bar:
+        for batch in length_sorted_batches(lengths, batch_size):
+            width = max(lengths[i] for i in batch)
+            input_ids = torch.full((len(batch), width), pad, dtype=torch.long)
+            mask = torch.zeros((len(batch), width), dtype=torch.long)
+            for row, i in enumerate(batch):  # right padding, as the tokenizer's own `padding=True`
+                input_ids[row, :lengths[i]] = torch.tensor(ids[i])
+                mask[row, :lengths[i]] = 1
+            with autocast():
+                result = model.generate(input_ids=input_ids.to(device), attention_mask=mask.to(device),
+                                        num_beams=num_beams, length_penalty=length_penalty,
+                                        max_new_tokens=new_tokens, do_sample=False)
+            result = result[:, 1:].cpu()  # drop the decoder start token
+            generated += int((result != pad).sum())
+            for row, i in enumerate(batch):
+                out[i] = tokenizer.decode(result[row], skip_special_tokens=True).strip()
+            bar.update(len(batch))
+    if stats is not None:
+        stats.update(tokens=generated, sentences=sum(n > 0 for n in lengths),
+                     seconds=time.perf_counter() - start)
+    return out
+
+
+# -- metrics -------------------------------------------------------------------------------------------------------
+
+def bleu_tokenizer(target_lang: str | None, tokenize: str | None = None) -> str:
+    """sacreBLEU's tokenizer for BLEU: `tokenize` when given, else by the target language (BLEU_TOKENIZE, 13a)."""
+    return tokenize or BLEU_TOKENIZE.get(target_lang or "", "13a")
+
+
+def corpus_scores(hypotheses: Sequence[str], references: Sequence[str], *, target_lang: str | None = None,
+                  tokenize: str | None = None) -> dict[str, Any]:
+    """Corpus BLEU and chrF (sacreBLEU, 0..100, one reference per sentence) with their signatures."""
+    from sacrebleu.metrics import BLEU, CHRF
+
+    if len(hypotheses) != len(references):
+        raise MetaXLMError(f"{len(hypotheses)} translations but {len(references)} references")
+    bleu, chrf = BLEU(tokenize=bleu_tokenizer(target_lang, tokenize)), CHRF()
+    refs = [list(references)]
+    return {"bleu": bleu.corpus_score(list(hypotheses), refs).score,
+            "chrf": chrf.corpus_score(list(hypotheses), refs).score,
+            "signatures": {"bleu": str(bleu.get_signature()), "chrf": str(chrf.get_signature())}}
+
+
+# -- files ---------------------------------------------------------------------------------------------------------
+
+def read_sentences(path: str | Path) -> list[str]:
+    """Every line of a text file (.gz/.xz too), blank ones included, so outputs stay line-aligned; a line that
+    is not UTF-8 is an error naming the file and line."""
+    from metaxlm.data.readers import count_lines, iter_lines
+
+    try:
+        return [line for _, line in iter_lines(path)]
+    except DataError as err:
+        if err.line is None and err.message == "empty file":  # only blank lines: as many empty outputs
+            return [""] * count_lines(path)
+        raise
+
+
+def translate_file(model_dir: str | Path, src: str | Path, out: str | Path, *, tokenizer_dir: str | Path | None = None,
+                   num_beams: int = 4, batch_size: int = 32, max_new_tokens: int = 128,
+                   length_penalty: float = 1.0, max_source_len: int | None = None, progress: bool = True) -> dict:
+    """`metaxlm translate`: translate every line of `src` into `out` (written atomically, one line per input line,
+    in input order). Returns the run's stats (sentences, generated tokens, seconds)."""
+    from metaxlm.finetune.models import load_finetune_tokenizer
+    from metaxlm.io import atomic_write_text
+
+    texts = read_sentences(src)
+    model = load_seq2seq(model_dir)
+    tokenizer = load_finetune_tokenizer(model_dir, tokenizer_dir)
+    stats: dict = {}
+    hypotheses = generate_translations(model, tokenizer, texts, num_beams=num_beams, length_penalty=length_penalty,
+                                       max_new_tokens=max_new_tokens, max_source_len=max_source_len,
+                                       batch_size=batch_size, progress=progress, stats=stats)
+    # a translation never holds a newline: one line out per line in
+    atomic_write_text(out, "".join(h.replace("\n", " ") + "\n" for h in hypotheses))
+    return {**stats, "lines": len(texts), "hypotheses": hypotheses}

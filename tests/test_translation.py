@@ -1,0 +1,345 @@
+"""Translation: reading sentence pairs (and bad input named by file and line), the label-smoothed teacher-forced
+loss, batched beam search against one-sentence generate(), `metaxlm translate`, sacreBLEU scores, the task end to
+end (a tiny model overfits; scores after chosen steps), on a tiny EncoderDecoderModel built here."""
+
+import lzma
+import math
+
+import pytest
+import sacrebleu
+import torch
+import transformers
+from pydantic import ValidationError
+
+from metaxlm.cli import main
+from metaxlm.data.benchmarks import load_examples
+from metaxlm.data.examples import TranslationExample
+from metaxlm.errors import DataError, MetaXLMError
+from metaxlm.finetune.models import load_finetune_tokenizer, load_model
+from metaxlm.finetune.scenarios import run_task
+from metaxlm.finetune.spec import Hyperparameters, TaskSpec, load_task_spec
+from metaxlm.finetune.tasks import get_task
+from metaxlm.finetune.trainer import finetune, predict, set_seed
+from metaxlm.finetune.translate import corpus_scores, generate_translations, load_seq2seq
+
+PAIRS = [("the house is small", "das Haus ist klein"),
+         ("the cat sleeps", "die Katze schläft"),
+         ("the red chair", "dem roten Stuhl"),
+         ("an open window", "am offenen Fenster"),
+         ("the cat sleeps on the red chair", "die Katze schläft auf dem roten Stuhl"),
+         ("the house", "das Haus")]
+
+
+@pytest.fixture(scope="module", autouse=True)
+def one_thread():
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(threads)
+
+
+@pytest.fixture(scope="module")
+def tokenizer(tokenizer_dir):
+    return load_finetune_tokenizer(tokenizer_dir, tokenizer_dir)
+
+
+def tiny_seq2seq(tokenizer, out, seed: int = 0, hidden: int = 32):
+    """A tiny BERT2BERT EncoderDecoderModel saved with the tokenizer, as `metaxlm veco export --nlg` lays it out."""
+    def config(decoder: bool):
+        return transformers.BertConfig(vocab_size=len(tokenizer), hidden_size=hidden, num_hidden_layers=2,
+                                       num_attention_heads=2, intermediate_size=2 * hidden, max_position_embeddings=64,
+                                       pad_token_id=tokenizer.pad_token_id, is_decoder=decoder,
+                                       add_cross_attention=decoder)
+    cfg = transformers.EncoderDecoderConfig.from_encoder_decoder_configs(config(False), config(True))
+    cfg.decoder_start_token_id = tokenizer.cls_token_id
+    cfg.eos_token_id = tokenizer.sep_token_id
+    cfg.pad_token_id = tokenizer.pad_token_id
+    transformers.set_seed(seed)
+    transformers.EncoderDecoderModel(config=cfg).save_pretrained(out)
+    tokenizer.save_pretrained(out)
+    return out
+
+
+@pytest.fixture(scope="module")
+def model_dir(tokenizer, tmp_path_factory):
+    return tiny_seq2seq(tokenizer, tmp_path_factory.mktemp("tiny_seq2seq"))
+
+
+def hp(**kw) -> Hyperparameters:
+    return Hyperparameters(**{"lr": 3e-3, "batch_size": 4, "max_steps": 10, "max_seq_len": 32, "warmup_ratio": 0.0,
+                              "num_beams": 2, "max_new_tokens": 12, "eval_batch_size": 4, **kw})
+
+
+def write_xz(path, text: str):
+    with lzma.open(path, "wt", encoding="utf-8") as f:
+        f.write(text)
+    return path
+
+
+def spec(tmp_path, **kw) -> TaskSpec:
+    tsv = tmp_path / "en-de.tsv"
+    tsv.write_text("".join(f"{a}\t{b}\n" for a, b in PAIRS), encoding="utf-8")
+    return TaskSpec(**{"name": "toy_mt", "type": "translation", "format": "parallel_tsv", "metric": "bleu",
+                       "languages": ["en", "de"], "source": "en", "train": str(tmp_path / "en-{lang}.tsv"),
+                       "test": str(tmp_path / "en-{lang}.tsv"), "seeds": [0],
+                       "hyperparameters": hp(max_steps=4).model_dump(), **kw})
+
+
+# -- reading --------------------------------------------------------------------------------------------------------
+
+def test_reads_a_tsv_both_ways_and_file_pairs(tmp_path):
+    tsv = write_xz(tmp_path / "en-de.tsv.xz", "".join(f"{a}\t{b}\n" for a, b in PAIRS))
+    forward = load_examples("parallel_tsv", tsv)
+    assert [(ex.source, ex.target) for ex in forward] == PAIRS
+    reverse = load_examples("parallel_tsv", tsv, direction="reverse")
+    assert [(ex.target, ex.source) for ex in reverse] == PAIRS
+    write_xz(tmp_path / "test.en-de.en.xz", "".join(a + "\n" for a, _ in PAIRS))
+    write_xz(tmp_path / "test.en-de.de.xz", "".join(b + "\n" for _, b in PAIRS))
+    # `{side}` takes each side's language code
+    files = load_examples("parallel_files", tmp_path / "test.en-de.{side}.xz", lang="de", source="en")
+    assert [(ex.source, ex.target) for ex in files] == PAIRS
+    assert isinstance(files[0], TranslationExample)
+    reverse = load_examples("parallel_files", tmp_path / "test.en-de.{side}.xz", lang="de", direction="reverse")
+    assert [(ex.target, ex.source) for ex in reverse] == PAIRS
+
+
+def test_spec_path_keeps_side_for_the_loader(tmp_path):
+    s = spec(tmp_path, format="parallel_files", test=str(tmp_path / "test.en-{lang}.{side}"))
+    assert str(s.path("test", "de")).endswith("test.en-de.{side}")
+    with pytest.raises(ValidationError, match="does not fit type translation"):
+        spec(tmp_path, format="xnli")
+
+
+@pytest.mark.parametrize(("content", "line", "problem"), [
+    ("a b\tc d\nno target here\n", 2, "got 1 columns"),
+    ("a b\tc d\nsource only\t\n", 2, "a column is empty"),
+    ("a b\tc d\n\tonly a target\n", 2, "a column is empty"),
+    ("a b\tc d\nx\ty\tz\n", 2, "got 3 columns"),
+])
+def test_bad_tsv_lines_are_named(tmp_path, content, line, problem):
+    path = tmp_path / "pairs.tsv"
+    path.write_text(content, encoding="utf-8")
+    with pytest.raises(DataError, match=problem) as err:
+        load_examples("parallel_tsv", path)
+    assert (err.value.path, err.value.line) == (str(path), line)
+    assert str(err.value).startswith(f"{path}:{line}: ")
+
+
+def test_undecodable_bytes_are_named(tmp_path):
+    path = tmp_path / "pairs.tsv"
+    path.write_bytes(b"a b\tc d\ne f\tg \xff h\n")
+    with pytest.raises(DataError, match="invalid UTF-8") as err:
+        load_examples("parallel_tsv", path)
+    assert (err.value.path, err.value.line) == (str(path), 2)
+    (tmp_path / "x.en").write_bytes(b"one\ntwo\nthree\n")
+    (tmp_path / "x.de").write_bytes(b"eins\nzwei\n\xc3(drei\n")
+    with pytest.raises(DataError, match="invalid UTF-8") as err:
+        load_examples("parallel_files", tmp_path / "x.{side}", lang="de", source="en")
+    assert (err.value.path, err.value.line) == (str(tmp_path / "x.de"), 3)
+
+
+def test_mismatched_file_pairs_are_named(tmp_path):
+    (tmp_path / "x.en").write_text("one\ntwo\nthree\n", encoding="utf-8")
+    (tmp_path / "x.de").write_text("eins\nzwei\n", encoding="utf-8")
+    with pytest.raises(DataError, match="file ends here") as err:
+        load_examples("parallel_files", tmp_path / "x.{side}", lang="de", source="en")
+    assert (err.value.path, err.value.line) == (str(tmp_path / "x.de"), 2)
+    (tmp_path / "x.de").write_text("eins\n\ndrei\n", encoding="utf-8")
+    with pytest.raises(DataError, match="empty line") as err:
+        load_examples("parallel_files", tmp_path / "x.{side}", lang="de", source="en")
+    assert (err.value.path, err.value.line) == (str(tmp_path / "x.de"), 2)
+
+
+def test_bad_input_through_the_cli_is_one_line_naming_file_and_line(tmp_path, model_dir, capsys):
+    (tmp_path / "en-de.tsv").write_text("a b\tc d\nno target\n", encoding="utf-8")
+    task = tmp_path / "mt.yaml"
+    task.write_text(f"type: translation\nformat: parallel_tsv\nmetric: bleu\nlanguages: [en, de]\n"
+                    f"train: {tmp_path}/en-{{lang}}.tsv\ntest: {tmp_path}/en-{{lang}}.tsv\n", encoding="utf-8")
+    assert main(["finetune", str(task), "--model", str(model_dir), "--out", str(tmp_path / "out"),
+                 "--no-progress"]) == 2
+    err = capsys.readouterr().err
+    assert f"{tmp_path / 'en-de.tsv'}:2: expected 2 non-empty tab-separated columns" in err
+    assert "Traceback" not in err
+
+
+# -- the loss -------------------------------------------------------------------------------------------------------
+
+def batch_for(task, pairs):
+    examples = [TranslationExample(str(i), a, b) for i, (a, b) in enumerate(pairs)]
+    return task.collate(task.encode(examples, train=True), task.pad_id, train=True)
+
+
+def test_targets_drop_the_start_token_and_end_with_eos(tokenizer, model_dir):
+    task = get_task("translation")(tokenizer, hp())
+    model = load_model(task, model_dir)
+    assert task.decoder_start_token_id == model.config.decoder_start_token_id == tokenizer.cls_token_id
+    (feature,) = task.encode([TranslationExample("0", *PAIRS[0])], train=True)
+    assert feature["labels"][0] != tokenizer.cls_token_id and feature["labels"][-1] == tokenizer.sep_token_id
+    assert tokenizer.decode(feature["labels"], skip_special_tokens=True) == PAIRS[0][1]
+
+
+@pytest.mark.filterwarnings("ignore:Version v4.12.0:FutureWarning")  # HF's note on its own loss (eps 0)
+@pytest.mark.parametrize("eps", [0.0, 0.1, 0.3])
+def test_label_smoothing_loss_matches_a_direct_computation(tokenizer, model_dir, eps):
+    task = get_task("translation")(tokenizer, hp(label_smoothing=eps))
+    model = load_model(task, model_dir).eval()
+    batch = batch_for(task, PAIRS[:3])
+    with torch.no_grad():
+        loss = task.loss(model, batch)
+        decoder_input_ids, decoder_mask = task.decoder_inputs(batch["labels"])
+        logits = model(input_ids=batch["input_ids"], attention_mask=batch["attention_mask"],
+                       decoder_input_ids=decoder_input_ids, decoder_attention_mask=decoder_mask).logits
+        logp = logits.log_softmax(-1)
+        real = batch["labels"] != -100
+        nll = -logp.gather(-1, batch["labels"].clamp(min=0).unsqueeze(-1)).squeeze(-1)
+        uniform = -logp.mean(-1)  # cross-entropy against the uniform distribution over the vocabulary
+        direct = ((1 - eps) * nll + eps * uniform)[real].mean()
+        assert torch.allclose(loss, direct, atol=1e-5)
+        if eps == 0.0:  # without smoothing: the model's own teacher-forced loss (HF shifts the labels itself)
+            own = model(input_ids=batch["input_ids"], attention_mask=batch["attention_mask"], labels=batch["labels"])
+            assert torch.allclose(loss, own.loss, atol=1e-5)
+
+
+def test_padding_carries_no_loss(tokenizer, model_dir):
+    task = get_task("translation")(tokenizer, hp(label_smoothing=0.1))
+    model = load_model(task, model_dir).eval()
+    pairs = [PAIRS[4], PAIRS[5]]  # a long and a short pair: the short one is padded on both sides
+    with torch.no_grad():
+        batch = batch_for(task, pairs)
+        assert (batch["labels"] == -100).any() and (batch["attention_mask"] == 0).any()
+        alone = [batch_for(task, [p]) for p in pairs]
+        n = [int((b["labels"] != -100).sum()) for b in alone]
+        summed = sum(task.loss(model, b) * k for b, k in zip(alone, n, strict=True))
+        assert torch.allclose(task.loss(model, batch), summed / sum(n), atol=1e-5)
+
+
+# -- generation and metrics ---------------------------------------------------------------------------------------
+
+def single_generate(model, tokenizer, text: str, **kw) -> str:
+    """A plain generate() call on one sentence, no padding."""
+    enc = tokenizer([text], return_tensors="pt")
+    with torch.no_grad():
+        out = model.generate(**enc, do_sample=False, **kw)
+    return tokenizer.decode(out[0, 1:], skip_special_tokens=True).strip()
+
+
+def test_translate_cli_keeps_lines_order_and_equals_unbatched_generate(tmp_path, model_dir, tokenizer, capsys):
+    lines = ["the cat sleeps on the red chair near an open window", "", "house", "the house is small",
+             "an open window", "the red chair", "", "the cat"]
+    src = tmp_path / "src.txt"
+    src.write_text("\n".join(lines) + "\n", encoding="utf-8")
+    out = tmp_path / "out" / "hyp.txt"
+    assert main(["translate", "--model", str(model_dir), "--src", str(src), "--out", str(out), "--beam", "3",
+                 "--batch-size", "3", "--max-new-tokens", "10", "--no-progress"]) == 0
+    hyps = out.read_text(encoding="utf-8").split("\n")
+    assert hyps[-1] == "" and len(hyps) - 1 == len(lines)
+    model = load_seq2seq(model_dir)
+    for text, hyp in zip(lines, hyps, strict=False):
+        expected = single_generate(model, tokenizer, text, num_beams=3, max_new_tokens=10) if text else ""
+        assert hyp == expected
+    assert "translated 8 lines" in capsys.readouterr().out
+
+
+def test_translate_cli_scores_against_references(tmp_path, model_dir, capsys):
+    src, ref = tmp_path / "src.txt", tmp_path / "ref.txt"
+    src.write_text("".join(a + "\n" for a, _ in PAIRS), encoding="utf-8")
+    ref.write_text("".join(b + "\n" for _, b in PAIRS), encoding="utf-8")
+    out = tmp_path / "hyp.txt"
+    assert main(["translate", "--model", str(model_dir), "--src", str(src), "--out", str(out), "--ref", str(ref),
+                 "--max-new-tokens", "6", "--no-progress"]) == 0
+    printed = capsys.readouterr().out
+    hyps = out.read_text(encoding="utf-8").splitlines()
+    bleu = sacrebleu.metrics.BLEU().corpus_score(hyps, [[b for _, b in PAIRS]])
+    assert f"BLEU {bleu.score:.2f}  nrefs:1|case:mixed|eff:no|tok:13a|smooth:exp|version:" in printed
+    assert "chrF " in printed and "nc:6|nw:0" in printed
+    ref.write_text("one line\n", encoding="utf-8")
+    assert main(["translate", "--model", str(model_dir), "--src", str(src), "--out", str(out), "--ref", str(ref),
+                 "--no-progress"]) == 2
+    assert f"{ref}: 1 lines, but {src} has {len(PAIRS)}" in capsys.readouterr().err
+
+
+def test_blank_and_one_token_inputs(tmp_path, model_dir, tokenizer):
+    model = load_seq2seq(model_dir)
+    hyps = generate_translations(model, tokenizer, ["", "   ", "a", "the"], num_beams=2, max_new_tokens=5)
+    assert hyps[:2] == ["", ""]
+    assert hyps[2:] == [single_generate(model, tokenizer, t, num_beams=2, max_new_tokens=5) for t in ("a", "the")]
+    src, out = tmp_path / "blank.txt", tmp_path / "out.txt"
+    src.write_text("\n\n\n", encoding="utf-8")  # only blank lines: as many blank lines out
+    assert main(["translate", "--model", str(model_dir), "--src", str(src), "--out", str(out), "--no-progress"]) == 0
+    assert out.read_text(encoding="utf-8") == "\n\n\n"
+
+
+def test_scores_equal_sacrebleu_called_directly():
+    hyps = ["the cat sleeps on the chair", "a small house", "", "das Haus ist klein"]
+    refs = ["the cat sleeps on the red chair", "the house is small", "an open window", "das Haus ist klein"]
+    scores = corpus_scores(hyps, refs)
+    bleu, chrf = sacrebleu.metrics.BLEU(), sacrebleu.metrics.CHRF()
+    assert scores["bleu"] == bleu.corpus_score(hyps, [refs]).score
+    assert scores["chrf"] == chrf.corpus_score(hyps, [refs]).score
+    assert scores["signatures"] == {"bleu": str(bleu.get_signature()), "chrf": str(chrf.get_signature())}
+    zh = corpus_scores(["房子很小"], ["房子很小猫"], target_lang="zh")
+    assert "tok:zh" in zh["signatures"]["bleu"]
+    assert zh["bleu"] == sacrebleu.metrics.BLEU(tokenize="zh").corpus_score(["房子很小"], [["房子很小猫"]]).score
+    assert "tok:char" in corpus_scores(["a"], ["a"], target_lang="ja")["signatures"]["bleu"]
+
+
+def test_a_model_that_is_no_seq2seq_is_named(tmp_path, tokenizer):
+    cfg = transformers.BertConfig(vocab_size=len(tokenizer), hidden_size=16, num_hidden_layers=1, num_attention_heads=2,
+                                  intermediate_size=32)
+    transformers.BertForMaskedLM(cfg).save_pretrained(tmp_path / "mlm")
+    with pytest.raises(MetaXLMError, match=r"not a sequence-to-sequence model.*metaxlm veco export --nlg"):
+        load_seq2seq(tmp_path / "mlm")
+
+
+# -- the task -------------------------------------------------------------------------------------------------------
+
+def test_a_tiny_model_overfits_and_reproduces_its_pairs(tokenizer, tmp_path):
+    model_dir = tiny_seq2seq(tokenizer, tmp_path / "m", hidden=48)
+    h = hp(lr=5e-3, max_steps=120, batch_size=6, label_smoothing=0.1, num_beams=1)
+    task = get_task("translation")(tokenizer, h)
+    set_seed(0)
+    model = load_model(task, model_dir)
+    examples = [TranslationExample(str(i), a, b) for i, (a, b) in enumerate(PAIRS)]
+    losses: list[float] = []
+    finetune(model, task, examples, h, seed=0, progress=False, history=losses)
+    assert losses[-1] < losses[0] / 3
+    greedy = predict(model, task, examples, h)
+    assert greedy == [b for _, b in PAIRS]
+    assert task.score(examples, greedy, metric="bleu", lang="de") == pytest.approx(100.0)
+
+
+def test_scores_after_chosen_steps_and_they_do_not_disturb_training(tokenizer, model_dir, tmp_path):
+    s = spec(tmp_path, hyperparameters=hp(max_steps=4, eval_steps=[2, 3]).model_dump())
+    entry = run_task(s, model_dir, tmp_path / "out", scenario="supervised", tokenizer_dir=model_dir, progress=False)
+    assert entry["scenario"] == "supervised" and list(entry["per_language"]) == ["de"]
+    curve = entry["curve"]["de"]
+    assert curve["steps"] == [2, 3, 4]
+    assert set(curve) == {"steps", "bleu", "chrf"}
+    assert curve["bleu"][-1]["runs"] == entry["per_language"]["de"]["runs"]
+    report = entry["reports"]["de"]
+    assert report["bleu"]["mean"] == entry["per_language"]["de"]["mean"]
+    assert report["signatures"]["bleu"].startswith("nrefs:1|") and "chrf" in report["signatures"]
+    # scoring at steps 2 and 3 leaves the training trajectory as it was
+    task = get_task("translation")(tokenizer, s.hyperparameters)
+    examples = load_examples("parallel_tsv", tmp_path / "en-de.tsv")
+    weights = []
+    for evaluate in (False, True):
+        set_seed(0)
+        model = load_model(task, model_dir)
+        hook = (lambda step, total, m=model: predict(m, task, examples, s.hyperparameters)) if evaluate else None
+        finetune(model, task, examples, s.hyperparameters, seed=0, progress=False, on_step=hook)
+        weights.append(torch.cat([p.detach().flatten() for p in model.parameters()]))
+    assert torch.equal(weights[0], weights[1])
+
+
+def test_translation_runs_supervised_only(tmp_path, model_dir):
+    with pytest.raises(MetaXLMError, match="scenario zero_shot does not apply to translation"):
+        run_task(spec(tmp_path), model_dir, scenario="zero_shot", tokenizer_dir=model_dir, progress=False)
+
+
+def test_demo_task_config_loads():
+    s = load_task_spec("translation_demo")
+    assert s.type == "translation" and s.path("test", "de").name == "en-de.tsv.xz"
+    assert s.hyperparameters.label_smoothing == 0.1 and s.hyperparameters.eval_steps == [100, 200]
+    assert s.path("train", "de").exists() and s.path("test", "fr").exists()
+    assert not math.isnan(s.hyperparameters.length_penalty)
