@@ -74,3 +74,23 @@ def precision_cache(tmp_path_factory):
     """`precision: auto` caches its bf16-vs-fp32 measurement: in the session's tmp dir (shared by the CLI
     subprocesses the tests start), not in the user's ~/.cache."""
     os.environ["METAXLM_PRECISION_CACHE"] = str(tmp_path_factory.mktemp("precision") / "precision.json")
+
+
+@pytest.fixture(scope="module")
+def one_thread():
+    """Tiny models: one thread is faster, and far faster when other processes hold the cores (each multi-threaded
+    op then waits for a descheduled worker). Use with `pytestmark = pytest.mark.usefixtures("one_thread")`."""
+    import torch
+
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(threads)
+
+
+@pytest.fixture(scope="module")
+def tokenizer(tokenizer_dir):
+    """The test tokenizer as fine-tuning loads it."""
+    from metaxlm.finetune.models import load_finetune_tokenizer
+
+    return load_finetune_tokenizer(tokenizer_dir, tokenizer_dir)

@@ -13,7 +13,7 @@ from conftest import WORDS
 
 from metaxlm.data.examples import ClassificationExample, QAExample, SpanExample, TaggingExample
 from metaxlm.errors import ConfigError, MetaXLMError
-from metaxlm.finetune.models import load_finetune_tokenizer, load_model
+from metaxlm.finetune.models import load_model
 from metaxlm.finetune.scenarios import code_switched_items, run_task, split_by_document, summarize
 from metaxlm.finetune.spec import TASK_CONFIG_DIR, Hyperparameters, TaskSpec, load_task_spec
 from metaxlm.finetune.tasks import get_task
@@ -22,20 +22,7 @@ from metaxlm.finetune.tasks.spans import bio_roundtrip_f1, bio_to_spans, spans_t
 from metaxlm.finetune.tasks.tagging import IGNORE
 from metaxlm.finetune.trainer import encode_items, finetune, length_grouped_batches, predict, predict_outputs
 
-
-@pytest.fixture(scope="module", autouse=True)
-def one_thread():
-    """The models here are tiny: one thread is faster, and far faster when other processes hold the cores
-    (each multi-threaded op then waits for a descheduled worker)."""
-    threads = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(threads)
-
-
-@pytest.fixture(scope="module")
-def tokenizer(tokenizer_dir):
-    return load_finetune_tokenizer(tokenizer_dir, tokenizer_dir)
+pytestmark = pytest.mark.usefixtures("one_thread")  # tests/conftest.py
 
 
 @pytest.fixture(scope="module")

@@ -15,7 +15,7 @@ from metaxlm.cli import main
 from metaxlm.data.benchmarks import load_examples
 from metaxlm.data.examples import TranslationExample
 from metaxlm.errors import DataError, MetaXLMError
-from metaxlm.finetune.models import load_finetune_tokenizer, load_model
+from metaxlm.finetune.models import load_model
 from metaxlm.finetune.scenarios import run_task
 from metaxlm.finetune.spec import Hyperparameters, TaskSpec, load_task_spec
 from metaxlm.finetune.tasks import get_task
@@ -30,17 +30,7 @@ PAIRS = [("the house is small", "das Haus ist klein"),
          ("the house", "das Haus")]
 
 
-@pytest.fixture(scope="module", autouse=True)
-def one_thread():
-    threads = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(threads)
-
-
-@pytest.fixture(scope="module")
-def tokenizer(tokenizer_dir):
-    return load_finetune_tokenizer(tokenizer_dir, tokenizer_dir)
+pytestmark = pytest.mark.usefixtures("one_thread")  # tests/conftest.py
 
 
 def tiny_seq2seq(tokenizer, out, seed: int = 0, hidden: int = 32):
