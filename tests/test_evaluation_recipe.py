@@ -143,3 +143,24 @@ def test_extra_model_dirs_are_evaluated(tiny_run, tokenizer_dir, tmp_path):
     assert [m.name for m in models] == ["other"]
     (result,) = recipe.evaluate_run(cfg, progress=False)
     assert result["model_name"] == "other" and "retrieval" in result
+
+
+def test_a_task_runs_on_the_models_it_names_with_its_own_seeds(tiny_run, tokenizer_dir, tmp_path):
+    save_tiny_mlm(tokenizer_dir, tmp_path / "other", seed=7)
+    cfg = load_config(tiny_run, ["evaluate.checkpoints=false", f"evaluate.models.other={tmp_path / 'other'}",
+                                 "evaluate.retrieval={}", "evaluate.alignment={}",
+                                 "evaluate.tasks.toy.models=[other]", "evaluate.tasks.toy.seeds=[5]"])
+    results = {r["model_name"]: r for r in recipe.evaluate_run(cfg, progress=False)}
+    assert "tasks" not in results["xlm"]                       # not named: not run
+    assert results["other"]["tasks"]["toy"]["seeds"] == [5]     # the entry's seeds, not evaluate.seeds [0, 1]
+    with pytest.raises(ConfigError, match=r"evaluate.tasks.toy.models: no model 'nope'"):
+        recipe.evaluate_run(load_config(tiny_run, ["evaluate.tasks.toy.models=[nope]"]), progress=False)
+
+
+def test_adding_an_unset_task_field_keeps_stored_fingerprints():
+    """`seq2seq` came after results were stored: unset, it is not part of a part's fingerprint."""
+    from metaxlm.finetune.spec import load_task_spec
+
+    spec = load_task_spec("demo_module")
+    assert "seq2seq" not in recipe._spec_key(spec)
+    assert "seq2seq" in recipe._spec_key(load_task_spec("translation_demo", {"seq2seq": {"init": "random"}}))

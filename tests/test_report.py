@@ -175,3 +175,23 @@ def test_format_task_table_with_missing_scores():
     task["per_language"]["de"] = {"mean": None, "std": None}  # the evaluation writes NaN as null
     text = format_task_table("module", {"m": task})
     assert "| m | 90.0 | – |" in text and "±" not in text.split("\n\n")[1]
+
+
+def test_scores_against_fine_tuning_steps(tmp_path):
+    """Translation entries with a curve (eval_steps): one line per model and task in a BLEU and a chrF panel per
+    language pair, and a table of the scores at every step."""
+    def mt(bleu: list[float]) -> dict:
+        steps = [25, 50, 100]
+        return {"type": "translation", "metric": "bleu", "scenario": "supervised", "source": "en", "seeds": [0],
+                "per_language": {"de": _stat([bleu[-1]])},
+                "curve": {"de": {"steps": steps, "bleu": [_stat([b]) for b in bleu],
+                                 "chrf": [_stat([3 * b]) for b in bleu]}}}
+    _write(tmp_path, {"model_name": "veco", "variant": "veco", "step": 100,
+                      "tasks": {"mt_veco": mt([1.0, 4.0, 9.0]), "mt_random": mt([0.0, 0.5, 1.5])}})
+    written = write_report([tmp_path])
+    md = written["markdown"].read_text()
+    assert "## Against fine-tuning steps" in md
+    assert "| model · task | language | metric | step 25 | step 50 | step 100 |" in md
+    assert "| veco · mt_veco | de | bleu | 1.0 | 4.0 | 9.0 |" in md
+    assert "| veco · mt_random | de | chrf | 0.0 | 1.5 | 4.5 |" in md
+    assert "finetune_curves.png" in {p.name for p in written["figures"]}

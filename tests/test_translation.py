@@ -333,3 +333,47 @@ def test_demo_task_config_loads():
     assert s.hyperparameters.label_smoothing == 0.1 and s.hyperparameters.eval_steps == [100, 200]
     assert s.path("train", "de").exists() and s.path("test", "fr").exists()
     assert not math.isnan(s.hyperparameters.length_penalty)
+
+
+# -- assembling the encoder-decoder from an encoder at fine-tuning time (spec.seq2seq) ------------------------------
+
+def tiny_mlm(tokenizer, out, seed: int = 0):
+    cfg = transformers.BertConfig(vocab_size=len(tokenizer), hidden_size=32, num_hidden_layers=3, num_attention_heads=2,
+                                  intermediate_size=64, max_position_embeddings=64, pad_token_id=tokenizer.pad_token_id)
+    transformers.set_seed(seed)
+    transformers.BertForMaskedLM(cfg).save_pretrained(out)
+    tokenizer.save_pretrained(out)
+    return out
+
+
+@pytest.mark.parametrize("init", ["encoder", "random"])
+def test_a_translation_task_assembles_its_encoder_decoder_from_an_encoder(tokenizer, tmp_path, init):
+    mlm_dir = tiny_mlm(tokenizer, tmp_path / "mlm")
+    s = spec(tmp_path, seq2seq={"init": init, "decoder_layers": 2})
+    task = get_task("translation")(tokenizer, s.hyperparameters)
+    task.spec = s
+    weights = []
+    for _ in range(2):  # the same fine-tuning seed: the same new weights
+        set_seed(3)
+        model = load_model(task, mlm_dir)
+        assert isinstance(model, transformers.EncoderDecoderModel)
+        assert model.config.decoder.num_hidden_layers == 2 and model.config.encoder.num_hidden_layers == 3
+        weights.append(model.state_dict())
+    assert all(torch.equal(v, weights[1][k]) for k, v in weights[0].items())
+    mlm = transformers.BertForMaskedLM.from_pretrained(mlm_dir)
+    copied = torch.equal(model.encoder.encoder.layer[0].attention.self.query.weight,
+                         mlm.bert.encoder.layer[0].attention.self.query.weight)
+    assert copied == (init == "encoder")
+    if init == "encoder":  # the decoder is the encoder's last 2 layers; its cross-attention is new
+        assert torch.equal(model.decoder.bert.encoder.layer[0].output.dense.weight,
+                           mlm.bert.encoder.layer[1].output.dense.weight)
+    entry = run_task(s, mlm_dir, tmp_path / "out", scenario="supervised", tokenizer_dir=mlm_dir, progress=False)
+    assert math.isfinite(entry["per_language"]["de"]["mean"])
+
+
+def test_seq2seq_assembly_is_for_translation_tasks_only(tmp_path):
+    with pytest.raises(ValidationError, match="translation tasks only"):
+        TaskSpec(name="x", type="classification", format="xnli", metric="accuracy", languages=["en"],
+                 train="t", test="t", seq2seq={"init": "random"})
+    with pytest.raises(ValidationError):
+        spec(tmp_path, seq2seq={"init": "xavier"})

@@ -319,6 +319,26 @@ def test_start_from_a_bert_dir_with_model_arch_veco(tok, run_template, tmp_path)
     assert _same(model.bert.encoder.layer[0].crossattention, bert.bert.encoder.layer[0].attention)
 
 
+def test_a_variant_can_be_veco_beside_a_plain_control(tok, run_template, tmp_path):
+    """`variants.<v>.model` overrides the run's model section for that variant only (VECO and its MLM control in
+    one config); a bad override is named."""
+    from metaxlm.pretrain.recipe import load_start_model
+
+    bert = tiny_bert(tok)
+    bert.save_pretrained(tmp_path / "bert")
+    tok.save_pretrained(tmp_path / "bert")
+    start = tmp_path / "bert"
+    cfg = load_config(make_config(run_template, tmp_path), [
+        f"variants={{control: {{start_from: {start}}}, "
+        f"veco: {{start_from: {start}, model: {{arch: veco, options: {{cross_attention_layers: [1]}}}}}}}}"])
+    assert cfg.model_for("control").arch == "bert" and cfg.model_for("veco").layers == cfg.model.layers
+    assert not is_veco(load_start_model(cfg, "control", tok, progress=False))
+    veco = load_start_model(cfg, "veco", tok, progress=False)
+    assert is_veco(veco) and [layer.has_cross_attention for layer in veco.bert.encoder.layer] == [False, True]
+    with pytest.raises(ConfigError, match=r"variants\.veco\.model\.heads"):
+        load_config(make_config(run_template, tmp_path), [f"variants={{veco: {{model: {{heads: 0}}}}}}"])
+
+
 def test_metaxlm_body_initialization_into_a_veco_model(tok):
     """`init: body|both` (MetaXLM) builds the VECO model, then copies a BERT source's body; cross-attention stays."""
     from metaxlm.transfer import initialize_from_source

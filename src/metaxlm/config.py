@@ -199,6 +199,9 @@ class TransferConfig(Strict):
     distill: float = Field(0.0, ge=0.0)
     start_from: str | None = None   # another variant of this run, or an HF model dir (its vocabulary = the run's)
     train: dict[str, Any] = Field(default_factory=dict)  # e.g. {objectives: {mlm: 1.0, tlm: 1.0}, steps: 500}
+    # overrides of the run's model section, e.g. {arch: veco, options: {cross_attention_init: self}}: one config
+    # can pretrain a VECO model and its plain-encoder control
+    model: dict[str, Any] = Field(default_factory=dict)
 
     @model_validator(mode="after")
     def _one_start(self) -> TransferConfig:
@@ -255,7 +258,9 @@ class EvalConfig(Strict):
     """The `evaluate` stage: fine-tuning tasks (configs/tasks/<task>.yaml, with per-run overrides) and
     feature-based probes, for every pretraining variant (and its intermediate checkpoints) or given models."""
 
-    # name -> {task: <configs/tasks yaml name, default = name>, any TaskSpec field: value}
+    # name -> {task: <configs/tasks yaml name, default = name>, any TaskSpec field: value,
+    #          models: [names of the models (variants or `models` keys) it runs on; default: every model]}
+    # (a task entry's own `seeds` win over evaluate.seeds)
     tasks: dict[str, dict[str, Any]] = Field(default_factory=dict)
     scenario: Literal["zero_shot", "supervised", "translate_train"] = "zero_shot"
     transfer_matrix: list[str] = Field(default_factory=list)  # task names that also get every-source runs
@@ -299,9 +304,22 @@ class RunConfig(Strict):
     @model_validator(mode="after")
     def _variants_fit(self) -> RunConfig:
         for name in self.variants:
-            self.train_for(name)  # the merged train section validates
+            self.train_for(name)  # the merged train and model sections validate
+            self.model_for(name)
         self.variant_order()      # start_from names no cycle
         return self
+
+    def model_for(self, variant: str) -> ModelConfig:
+        """The run's model section with the variant's own `model` overrides."""
+        override = self.variants[variant].model
+        if not override:
+            return self.model
+        try:
+            return ModelConfig.model_validate({**self.model.model_dump(), **override})
+        except ValidationError as err:
+            raise ValueError("; ".join(f"variants.{variant}.model.{'.'.join(str(p) for p in e['loc'])}: "
+                                       f"{'unknown key' if e['type'] == 'extra_forbidden' else e['msg']}"
+                                       for e in err.errors())) from None
 
     def train_for(self, variant: str) -> TrainConfig:
         """The run's train section with the variant's own `train` overrides."""

@@ -142,6 +142,7 @@ def task_specs(ecfg: EvalConfig) -> dict:
 
     specs = {}
     for name, fields in ecfg.tasks.items():
+        fields = {k: v for k, v in fields.items() if k != "models"}  # which models: task_models()
         try:
             specs[name] = load_task_spec(fields.get("task", name), fields)
         except ConfigError as err:
@@ -151,6 +152,32 @@ def task_specs(ecfg: EvalConfig) -> dict:
             specs[name] = specs[name].model_copy(update={"hyperparameters": hp.model_copy(
                 update={"precision": ecfg.precision})})
     return specs
+
+
+# TaskSpec fields added after results were stored: left out of a part's fingerprint while unset, so that adding a
+# field does not invalidate (and recompute) every stored evaluation
+_LATER_FIELDS = ("seq2seq",)
+
+
+def _spec_key(spec) -> dict:
+    dump = spec.model_dump(mode="json")
+    return {k: v for k, v in dump.items() if not (k in _LATER_FIELDS and v is None)}
+
+
+def task_models(ecfg: EvalConfig, known: list[str]) -> dict[str, list[str] | None]:
+    """Per task, the models it runs on (`evaluate.tasks.<name>.models`; None: every model). A name is a variant
+    (its intermediate checkpoints included) or an `evaluate.models` key."""
+    chosen = {}
+    for name, fields in ecfg.tasks.items():
+        models = fields.get("models")
+        if models is not None:
+            if isinstance(models, str) or not isinstance(models, list):
+                raise ConfigError(f"evaluate.tasks.{name}.models: give a list of model names, got {models!r}")
+            if unknown := [m for m in models if m not in known]:
+                raise ConfigError(f"evaluate.tasks.{name}.models: no model {', '.join(map(repr, unknown))} "
+                                  f"(models: {', '.join(known)})")
+        chosen[name] = models
+    return chosen
 
 
 def evaluate_model(cfg: RunConfig, target: ModelToEvaluate, *, progress: bool = True) -> dict:
@@ -165,6 +192,8 @@ def evaluate_model(cfg: RunConfig, target: ModelToEvaluate, *, progress: bool = 
     results: dict[str, Any] = {"model_name": target.name, "variant": target.variant, "step": target.step,
                                "model_dir": str(target.model_dir)}
     specs = task_specs(ecfg)
+    only = task_models(ecfg, [*cfg.variants, *ecfg.models])
+    specs = {k: v for k, v in specs.items() if only[k] is None or (target.variant or target.name) in only[k]}
     wanted = specs if target.final or ecfg.checkpoint_tasks is None else \
         {k: v for k, v in specs.items() if k in ecfg.checkpoint_tasks}
     seeds = ecfg.seeds if target.final or ecfg.checkpoint_seeds is None else ecfg.checkpoint_seeds
@@ -173,12 +202,14 @@ def evaluate_model(cfg: RunConfig, target: ModelToEvaluate, *, progress: bool = 
         # a task type runs the configured scenario if it applies to it, else its own (translation: supervised)
         allowed = get_task(spec.type).scenarios
         scenario = ecfg.scenario if ecfg.scenario in allowed else allowed[0]
-        print(f"evaluate {target.name}: task {name} ({scenario}, seeds {seeds})", flush=True)
-        key = {"spec": spec.model_dump(mode="json"), "scenario": scenario, "seeds": seeds,
+        print(f"evaluate {target.name}: task {name} ({scenario})", flush=True)
+        # a task entry's own `seeds` win over evaluate.seeds (e.g. one seed for a costly generation task)
+        task_seeds = spec.seeds if "seeds" in ecfg.tasks[name] and target.final else seeds
+        key = {"spec": _spec_key(spec), "scenario": scenario, "seeds": task_seeds,
                "languages": languages}
         results.setdefault("tasks", {})[name] = _cached(
             parts / f"task-{name}.json", _fingerprint(key), run_task, spec, target.model_dir,
-            out / "finetune" / name, scenario=scenario, **common)
+            out / "finetune" / name, scenario=scenario, **{**common, "seeds": task_seeds})
         if name in ecfg.transfer_matrix and target.final and "transfer_matrix" in allowed:
             results.setdefault("transfer_matrix", {})[name] = _cached(
                 parts / f"matrix-{name}.json", _fingerprint({**key, "scenario": "transfer_matrix"}), run_task,
@@ -209,4 +240,5 @@ def evaluate_run(cfg: RunConfig, *, progress: bool = True) -> list[dict]:
         raise ConfigError("evaluate: nothing to evaluate (give evaluate.tasks, evaluate.retrieval or "
                           "evaluate.alignment)")
     task_specs(ecfg)  # fail on a bad task config before any model is loaded
+    task_models(ecfg, [*cfg.variants, *ecfg.models])
     return [evaluate_model(cfg, target, progress=progress) for target in models_to_evaluate(cfg)]

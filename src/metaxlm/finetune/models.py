@@ -30,10 +30,20 @@ def load_model(task, model_dir: str | Path):
     directory holds a different architecture (only the pooler and the head may be new)."""
     import transformers
 
-    if task.auto_model == "AutoModelForSeq2SeqLM":  # an encoder-decoder as it is (no new head)
+    if task.auto_model == "AutoModelForSeq2SeqLM":  # an encoder-decoder as it is, or assembled (spec.seq2seq)
         from metaxlm.finetune.translate import load_seq2seq, special_token
 
-        model = load_seq2seq(model_dir)
+        assembly = getattr(getattr(task, "spec", None), "seq2seq", None)
+        if assembly is None:
+            model = load_seq2seq(model_dir)
+        else:
+            import torch
+
+            from metaxlm.models.veco_export import assemble_seq2seq
+
+            # new weights under the fine-tuning seed (set_seed ran just before): part of the run, like a new head
+            model = assemble_seq2seq(model_dir, tokenizer=task.tokenizer, decoder_layers=assembly.decoder_layers,
+                                     init=assembly.init, seed=torch.initial_seed())
         task.decoder_start_token_id = special_token(model, "decoder_start_token_id")
         return model
     auto = getattr(transformers, task.auto_model)

@@ -69,6 +69,15 @@ class Hyperparameters(Strict):
         return value
 
 
+class Seq2SeqAssembly(Strict):
+    """How a translation task builds its encoder-decoder when the model directory holds an encoder (a VECO run's
+    output, any BERT-style MLM): metaxlm.models.veco_export.assemble_seq2seq, new weights drawn under the
+    fine-tuning seed. veco: the VECO layers' own cross-attention; encoder: the same encoder weights in both
+    halves, cross-attention new; random: the same shapes, every weight new."""
+    init: Literal["veco", "encoder", "random"]
+    decoder_layers: int | list[int] = 6  # the last n layers, or layer indices (the paper: 6)
+
+
 class TaskSpec(Strict):
     name: str
     type: Literal["classification", "tagging", "spans", "qa", "translation"]
@@ -99,6 +108,8 @@ class TaskSpec(Strict):
     # translation: sacreBLEU's tokenizer for BLEU; None: by target language (zh: zh; ja, ko: char, since the
     # mecab tokenizers are not installed; else 13a). The signature in the results names the one used.
     bleu_tokenize: str | None = None
+    # translation: assemble the encoder-decoder from the model directory (else it must be one already)
+    seq2seq: Seq2SeqAssembly | None = None
     hyperparameters: Hyperparameters = Field(default_factory=Hyperparameters)
     max_train_items: int | None = Field(None, ge=1)  # per training language, first items by sha256 of the id
     max_test_items: int | None = Field(None, ge=1)   # per test language, chosen the same way
@@ -129,6 +140,8 @@ class TaskSpec(Strict):
         if (self.type == "translation") != (self.format in pair_formats):
             raise ValueError(f"format {self.format!r} does not fit type {self.type}: translation tasks read "
                              f"{' or '.join(sorted(pair_formats))}, and only they do")
+        if self.seq2seq is not None and self.type != "translation":
+            raise ValueError("seq2seq (assembling an encoder-decoder) is for translation tasks only")
         if self.type == "translation" and self.train_from != "train":
             raise ValueError("translation tasks train on their `train` pairs (train_from: train)")
         hp = self.hyperparameters

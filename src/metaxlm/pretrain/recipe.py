@@ -37,8 +37,9 @@ def check_pretraining_config(cfg: RunConfig) -> None:
     """Everything about pretraining a config names that can be checked before any stage runs (objective names and
     options, the model architecture), so a typo fails at once, not after the vocabulary and data are built."""
     load_plugins(cfg.plugins)
-    get_arch(cfg.model.arch).check_options(cfg.model)
     for variant in cfg.variants:
+        model = cfg.model_for(variant)
+        get_arch(model.arch).check_options(model)
         parse_objectives(objective_spec(cfg, variant), where=f"variants.{variant}: train.objectives")
 
 
@@ -172,8 +173,9 @@ def load_start_model(cfg: RunConfig, variant: str, tokenizer, *, progress: bool 
     from metaxlm.models.loading import quiet_transformers
 
     ref = cfg.variants[variant].start_from
-    arch = get_arch(cfg.model.arch)
-    arch.check_options(cfg.model)
+    model_cfg = cfg.model_for(variant)
+    arch = get_arch(model_cfg.arch)
+    arch.check_options(model_cfg)
     path = arch.start_dir(resolve_model(cfg, ref, progress=progress))
     config = AutoConfig.from_pretrained(str(path))
     trim_file = RunDir.of(cfg).vocab / "trim_map.json"
@@ -195,7 +197,7 @@ def load_start_model(cfg: RunConfig, variant: str, tokenizer, *, progress: bool 
         model = AutoModelForMaskedLM.from_pretrained(str(path))
     if keep is not None:  # the rows of the pieces the trimmed vocabulary kept, in its order
         arch_of(model).select_vocabulary(model, keep)
-    return arch.adopt(model, cfg.model, seed=cfg.seed)
+    return arch.adopt(model, model_cfg, seed=cfg.seed)
 
 
 def run_pretrain(cfg: RunConfig, variant: str, *, resume: bool = False, resume_from: str | Path | None = None,
@@ -212,7 +214,7 @@ def run_pretrain(cfg: RunConfig, variant: str, *, resume: bool = False, resume_f
     if cfg.variants[variant].start_from:
         model = load_start_model(cfg, variant, tokenizer, progress=progress)
     else:
-        model = build_mlm(cfg.model, tokenizer, seed=cfg.seed)
+        model = build_mlm(cfg.model_for(variant), tokenizer, seed=cfg.seed)
         # on --resume the checkpoint overwrites these weights; initialization still sets up freezing
         initialize_variant(cfg, variant, model, tokenizer, train_data, progress=progress)
     load_plugins(cfg.plugins)

@@ -16,6 +16,7 @@ Scores are fractions 0..1 (shown in percent) except QA EM/F1, already 0..100 lik
 but model_name is optional; numbers may be null. Output, in out_dir (default <first run>/report): report.md,
 report.html and figures/*.png. Sections, each only when some result has the data for it:
   overview; per task a table (models x languages, avg, transfer gap; mean ± std over seeds) and grouped bars;
+  test scores against fine-tuning steps for tasks run with eval_steps (e.g. translation from several inits);
   retrieval accuracy@1 and AER against layer (paper Figures 3-4) with the best layer per model; average target
   score and transfer gap against pretraining step (Figure 5); transfer-direction heat maps (Figure 6); each run's
   pretraining comparison (report/pretraining.py); notes (e.g. the XQuAD split) and provenance.
@@ -146,6 +147,50 @@ def _task_sections(models: list[ModelResult], fig_dir: Path) -> list[Section]:
         sections.insert(0, Section("Fine-tuning tasks", [Text("Cells: mean ± std over seeds (std left out for one "
                                                               "seed); scores in percent.")]))
     return sections
+
+
+CURVE_METRICS = {"translation": ("bleu", "chrf")}  # further scores every curve point carries
+
+
+def _curve_sections(models: list[ModelResult], fig_dir: Path) -> list[Section]:
+    """Test scores against fine-tuning steps (tasks run with hyperparameters.eval_steps: e.g. translation from
+    several initializations, as VECO's Table 4 compares them): one line per model and task, per metric and language."""
+    entries = [(m.name, task, t) for m in models for task, t in m.data.get("tasks", {}).items() if t.get("curve")]
+    if not entries:
+        return []
+    label = {(model, task): f"{model} · {task}" for model, task, _ in entries}
+    colors = plots.colors_for(list(label.values()))
+    panels: dict[str, dict[str, list]] = {}
+    ylabels: dict[str, str] = {}
+    header, rows = ["model · task", "language", "metric"], []
+    steps_seen: list[int] = []
+    for model, task, t in entries:
+        scale = _percent_scale([t])
+        metrics = CURVE_METRICS.get(t.get("type"), (t.get("metric", "score"),))
+        for lang, curve in t["curve"].items():
+            for metric in metrics:
+                if metric not in curve:
+                    continue
+                panel = f"{metric} · {t.get('source', '?')}→{lang}" if t.get("type") == "translation" else \
+                    f"{metric} · {lang}"
+                ylabels[panel] = f"{metric}{' (%)' if scale == 100 else ''}"
+                points = [(step, number(stat.get("mean")) * scale, number(stat.get("std")) * scale)
+                          for step, stat in zip(curve["steps"], curve[metric], strict=True)]
+                panels.setdefault(panel, {})[label[(model, task)]] = points
+                steps_seen += curve["steps"]
+                rows.append((label[(model, task)], lang, metric,
+                             {step: _cell(stat, _n_seeds(t), scale)[0]
+                              for step, stat in zip(curve["steps"], curve[metric], strict=True)}))
+    steps = sorted(set(steps_seen))
+    table = Table(header + [f"step {s}" for s in steps],
+                  [[*row[:3], *(row[3].get(s, DASH) for s in steps)] for row in rows], text_columns=3,
+                  caption="Test score after each number of fine-tuning steps; mean ± std over seeds.")
+    plots.finetune_curves(fig_dir / "finetune_curves.png", "test score against fine-tuning steps", panels, ylabels,
+                          colors)
+    return [Section("Against fine-tuning steps", [
+        Text("Each model and task scored on its test sets during fine-tuning (`hyperparameters.eval_steps`); the "
+             "last point is the end of fine-tuning."),
+        Figure("finetune_curves.png", "test score against fine-tuning steps"), table])]
 
 
 def _best(values: list[float], lowest: bool = False) -> int | None:
@@ -336,7 +381,7 @@ def write_report(run_dirs: list[Path], out_dir: Path | None = None) -> dict:
     final = final_models(results)
     with atomic_dir(out / "figures") as fig_dir:  # figures of an earlier report never linger beside new ones
         sections = ((_overview(results, final) if results else []) + _task_sections(final, fig_dir)
-                    + _feature_sections(final, fig_dir) + _steps_section(results, fig_dir)
+                    + _curve_sections(final, fig_dir) + _feature_sections(final, fig_dir) + _steps_section(results, fig_dir)
                     + _transfer_sections(final, fig_dir) + _pretraining_sections(runs, fig_dir)
                     + _notes_section(results, runs))
         html = render_html(TITLE, sections, fig_dir)

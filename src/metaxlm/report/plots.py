@@ -101,6 +101,34 @@ def step_curves(path: Path, title: str, ylabel: str, series: dict[str, list[tupl
     _save(fig, path)
 
 
+def finetune_curves(path: Path, title: str, panels: dict[str, dict[str, list[tuple[int, float, float]]]],
+                    ylabels: dict[str, str], colors: dict[str, str]) -> None:
+    """Test score against fine-tuning step: one panel per (metric, language) key of `panels`, one line per
+    model/task with a band of ± one std over seeds: `panels[panel][series] = [(step, mean, std)]`."""
+    plt = _pyplot()
+    ncols = min(2, len(panels))
+    nrows = math.ceil(len(panels) / ncols)
+    fig, axes = plt.subplots(nrows, ncols, figsize=(5.6 * ncols + 0.6, 3.8 * nrows), squeeze=False)
+    for ax, (panel, lines) in zip(axes.flat, panels.items(), strict=False):
+        for series, points in lines.items():
+            points = sorted(points)
+            steps, means = [p[0] for p in points], [p[1] for p in points]
+            ax.plot(steps, means, marker="o", markersize=4, label=series, color=colors[series])
+            stds = [0.0 if math.isnan(p[2]) else p[2] for p in points]
+            if any(stds):
+                ax.fill_between(steps, [m - s for m, s in zip(means, stds, strict=True)],
+                                [m + s for m, s in zip(means, stds, strict=True)], color=colors[series], alpha=0.15)
+        ax.set_title(panel)
+        ax.set_xlabel("fine-tuning step")
+        ax.set_ylabel(ylabels.get(panel, "score"))
+        ax.grid(alpha=0.3)
+        ax.legend(fontsize="small")
+    for ax in list(axes.flat)[len(panels):]:
+        ax.set_visible(False)
+    fig.suptitle(title)
+    _save(fig, path)
+
+
 def heatmap(path: Path, title: str, languages: list[str], scores: list[list[float]], label: str,
             value_range: tuple[float, float] | None = None) -> None:
     """Transfer-direction matrix: rows = source (fine-tuning) language, columns = target (test) language.
