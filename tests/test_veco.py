@@ -339,6 +339,26 @@ def test_a_variant_can_be_veco_beside_a_plain_control(tok, run_template, tmp_pat
         load_config(make_config(run_template, tmp_path), [f"variants={{veco: {{model: {{heads: 0}}}}}}"])
 
 
+def test_a_veco_checkpoint_is_evaluated_through_its_nlu_view(tok, tmp_path):
+    """Intermediate checkpoints hold VECO weights; evaluation reads their BertForMaskedLM export, written once."""
+    from transformers import AutoModelForMaskedLM
+
+    from metaxlm.models import get_arch
+
+    veco = tiny_veco(tok)
+    veco.save_pretrained(tmp_path / "step_00000002")
+    nlu = get_arch("veco").encoder_dir(tmp_path / "step_00000002")
+    assert nlu == tmp_path / "step_00000002" / "nlu"
+    bert = AutoModelForMaskedLM.from_pretrained(nlu).eval()
+    assert type(bert).__name__ == "BertForMaskedLM"
+    ids, mask = random_rows(tok, [6, 3])
+    torch.testing.assert_close(bert(ids, attention_mask=mask).logits, veco(ids, attention_mask=mask).logits)
+    stamp = (nlu / "config.json").stat().st_mtime_ns
+    assert get_arch("veco").encoder_dir(tmp_path / "step_00000002") == nlu
+    assert (nlu / "config.json").stat().st_mtime_ns == stamp
+    assert get_arch("bert").encoder_dir(tmp_path / "x") == tmp_path / "x"
+
+
 def test_metaxlm_body_initialization_into_a_veco_model(tok):
     """`init: body|both` (MetaXLM) builds the VECO model, then copies a BERT source's body; cross-attention stays."""
     from metaxlm.transfer import initialize_from_source

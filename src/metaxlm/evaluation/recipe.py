@@ -26,6 +26,7 @@ from typing import Any
 from metaxlm.config import AlignmentEvalSpec, EvalConfig, RetrievalEvalSpec, RunConfig
 from metaxlm.errors import ConfigError, MetaXLMError
 from metaxlm.io import atomic_write_json, json_safe
+from metaxlm.models import get_arch
 from metaxlm.models.named import model_dir
 from metaxlm.pretrain.recipe import START_OF, save_start_model
 from metaxlm.rundir import RunDir
@@ -62,7 +63,8 @@ def models_to_evaluate(cfg: RunConfig) -> list[ModelToEvaluate]:
             for ckpt in sorted(vdir.ckpt.glob("step_*")):
                 step = int(ckpt.name.removeprefix("step_"))
                 if final_step is None or step < final_step:
-                    models.append(ModelToEvaluate(f"{variant}@step{step}", ckpt, run.vocab, variant, step, False))
+                    encoder = get_arch(cfg.model_for(variant).arch).encoder_dir(ckpt)  # VECO: its NLU export
+                    models.append(ModelToEvaluate(f"{variant}@step{step}", encoder, run.vocab, variant, step, False))
         models.append(ModelToEvaluate(variant, final, final, variant, final_step))
     for name, ref in ecfg.models.items():
         if ref.startswith(START_OF):  # a variant's start model in the run's vocabulary (written on first use)

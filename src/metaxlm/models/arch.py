@@ -38,6 +38,11 @@ class ModelArch:
         """The directory to load when continuing the model in `path` as this architecture (`path` by default)."""
         return path
 
+    def encoder_dir(self, checkpoint: Path) -> Path:
+        """The directory the evaluations read for a training checkpoint of this architecture (intermediate
+        checkpoints hold the trained weights as they are): the checkpoint itself by default."""
+        return checkpoint
+
     def build(self, cfg, tokenizer, seed: int = 0) -> nn.Module:
         """A freshly initialized model for `tokenizer`, sized by a `ModelConfig`; the same seed gives the same
         weights, and the caller's global RNG stream is left untouched."""

@@ -34,6 +34,7 @@ Model options (`model.options` in a config, validated here): `cross_attention_la
 from __future__ import annotations
 
 import copy
+from pathlib import Path
 from typing import Literal
 
 import torch
@@ -375,6 +376,18 @@ class Veco(ModelArch):
     def start_dir(self, path):
         """A VECO run's final/ holds the NLU export; continuing it as VECO reads the full weights in final/veco/."""
         return path / VECO_SUBDIR if (path / VECO_SUBDIR / "config.json").exists() else path
+
+    def encoder_dir(self, checkpoint):
+        """A VECO checkpoint's NLU view (the BertForMaskedLM export, what final/ holds), written once beside its
+        weights in `nlu/`, so that every evaluation of intermediate checkpoints works as on final/."""
+        from metaxlm.io import atomic_dir
+        from metaxlm.models.veco_export import export_encoder
+
+        out = Path(checkpoint) / "nlu"
+        if not (out / "config.json").exists():
+            with atomic_dir(out) as tmp:
+                export_encoder(load_veco(checkpoint), None, tmp)
+        return out
 
     def own_parameters(self, model: nn.Module) -> set[str]:
         return {n for n, _ in model.named_parameters() if ".crossattention." in n}
