@@ -529,6 +529,18 @@ def test_two_processes_match_one_with_veco(parallel_template, tmp_path):
         torch.testing.assert_close(wa[k], wb[k], rtol=1e-4, atol=1e-5)
 
 
+def test_two_processes_train_a_veco_model_whose_cross_attention_is_unused(parallel_template, tmp_path):
+    """MLM only on a VECO model (IS mode: cross-attention gets no gradient) under DDP: the unused parameters are
+    declared, and 2 processes still equal 1 (cross-attention untouched in both)."""
+    one, two = one_and_two_processes(parallel_template, tmp_path, "{mlm: 1.0}", extra=("model.arch=veco",))
+    ra, rb = metrics(one), metrics(two)
+    la, lb = [r["loss"] for r in ra if "loss" in r], [r["loss"] for r in rb if "loss" in r]
+    assert len(la) == 3 and la == pytest.approx(lb, rel=1e-5)
+    wa, wb = (load_file(str(d / "final" / "veco" / "model.safetensors")) for d in (one, two))
+    for k in wa:
+        torch.testing.assert_close(wa[k], wb[k], rtol=1e-4, atol=1e-5)
+
+
 def test_cli_exports(tok, tmp_path, capsys):
     from transformers import AutoModelForMaskedLM, AutoModelForSeq2SeqLM, BertForMaskedLM
 

@@ -144,12 +144,15 @@ def pretrain(*, model, tokenizer, train_data: dict, heldout_data: dict, cfg: Tra
     """
     # -- set-up ------------------------------------------------------------------------------------------------
     layout = VariantDir(Path(out_dir))
-    # objectives' buffers (queues, EMA copies) are per process: DDP must not overwrite them with rank 0's
+    # objectives' buffers (queues, EMA copies) are per process: DDP must not overwrite them with rank 0's. An
+    # architecture's own modules (VECO's cross-attention) get no gradient from objectives that do not use them (MLM
+    # in IS mode, CS weights 0): DDP must be told that parameters may go unused, or it fails on the next step.
     from accelerate.utils import DistributedDataParallelKwargs
 
+    may_go_unused = bool(arch_of(model).own_parameters(model))
     acc, precision = training_accelerator(
         cfg.precision, shapes=model_matmul_shapes(model, tokens=min(cfg.batch_size, 16) * cfg.seq_len),
-        kwargs_handlers=[DistributedDataParallelKwargs(broadcast_buffers=False)])
+        kwargs_handlers=[DistributedDataParallelKwargs(broadcast_buffers=False, find_unused_parameters=may_go_unused)])
     if acc.device.type == "cpu":
         reuse_freed_memory()
     world, rank = acc.num_processes, acc.process_index
