@@ -202,6 +202,29 @@ def test_training_is_deterministic_given_the_seed(tokenizer, model_dir):
     assert losses_a != losses_c
 
 
+def test_the_new_head_learns_at_its_own_scale(tokenizer, model_dir, monkeypatch):
+    """hyperparameters.head_lr_scale: the weights the checkpoint lacks (classifier, pooler) get lr × scale, the
+    encoder the lr itself; the optimizer's groups say so."""
+    from metaxlm.finetune import trainer
+
+    data = toy_classification(12)
+    task = get_task("classification")(tokenizer, hp(max_steps=2, head_lr_scale=10.0, warmup_ratio=0.0))
+    task.fit_labels(data)
+    model = load_model(task, model_dir)
+    assert {"classifier.weight", "classifier.bias"} <= set(model.metaxlm_new_parameters)
+    assert not any(name.startswith("bert.encoder.") for name in model.metaxlm_new_parameters)
+    made = []
+    original = trainer.adamw
+    monkeypatch.setattr(trainer, "adamw", lambda *a, **k: made.append(original(*a, **k)) or made[-1])
+    finetune(model, task, data, task.hp, seed=0, progress=False)
+    names = {id(p): n for n, p in model.named_parameters()}
+    by_lr = {}
+    for group in made[0].param_groups:
+        by_lr.setdefault(group["initial_lr"], set()).update(names[id(p)] for p in group["params"])
+    assert set(by_lr) == {task.hp.lr, task.hp.lr * 10}
+    assert by_lr[task.hp.lr * 10] == set(model.metaxlm_new_parameters) & set(names.values())
+
+
 def test_model_loading_is_quiet_and_checks_the_encoder(tokenizer, model_dir, tmp_path, capfd):
     task = get_task("spans")(tokenizer, hp(), labels=["O", "B-x", "I-x"])
     model = load_model(task, model_dir)

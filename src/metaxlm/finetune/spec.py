@@ -33,6 +33,9 @@ class Hyperparameters(Strict):
     warmup_ratio: float = Field(0.1, ge=0.0, lt=1.0)
     weight_decay: float = Field(0.01, ge=0.0)
     clip: float = Field(1.0, gt=0.0)
+    # lr multiplier for the weights the checkpoint did not have (the new task head, a pooler the encoder lacks):
+    # a fresh head on a sentence-embedding encoder whose [CLS] states barely differ learns slowly at a body's lr
+    head_lr_scale: float = Field(1.0, gt=0.0)
     eval_batch_size: int = Field(64, ge=1)
     # auto: bf16 autocast only where bf16 matmuls are faster (metaxlm.compute.precision); default: evaluate.precision
     precision: Literal["auto", "bf16", "fp32"] = "auto"
@@ -57,7 +60,7 @@ class Hyperparameters(Strict):
         return sorted(set(steps))
 
     @field_validator("lr", "epochs", "warmup_ratio", "weight_decay", "clip", "label_smoothing", "length_penalty",
-                     mode="before")
+                     "head_lr_scale", mode="before")
     @classmethod
     def _float_text(cls, value):
         # YAML 1.1 reads `2e-5` (no dot) as a string; take it for the number it plainly means

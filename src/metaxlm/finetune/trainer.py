@@ -132,7 +132,9 @@ def finetune(model, task: Task, train_items: Sequence, hp: Hyperparameters, *, s
     epoch_batches = length_grouped_batches(units, lengths, hp.batch_size, rng)
     total = hp.max_steps or max(1, math.ceil(hp.epochs * len(epoch_batches)))
     model.to(device).train()
-    optimizer = adamw(model.named_parameters(), lr=hp.lr, weight_decay=hp.weight_decay)
+    new = getattr(model, "metaxlm_new_parameters", ()) if hp.head_lr_scale != 1.0 else ()
+    optimizer = adamw(model.named_parameters(), lr=hp.lr, weight_decay=hp.weight_decay,
+                      lr_scales={name: hp.head_lr_scale for name in new})
     schedule = get_linear_schedule_with_warmup(optimizer, int(hp.warmup_ratio * total), total)
     params = [p for p in model.parameters() if p.requires_grad]
     pad_id = task.tokenizer.pad_token_id if task.tokenizer.pad_token_id is not None else 0
