@@ -34,6 +34,30 @@ def _save(fig, path: Path) -> None:
     _pyplot().close(fig)
 
 
+def _panel_grid(n: int, *, max_cols: int, size: tuple[float, float]):
+    """A figure with room for `n` panels, at most `max_cols` per row; (figure, flat list of axes)."""
+    plt = _pyplot()
+    ncols = min(max_cols, n)
+    nrows = math.ceil(n / ncols)
+    fig, axes = plt.subplots(nrows, ncols, figsize=(size[0] * ncols + 0.6, size[1] * nrows), squeeze=False)
+    return fig, list(axes.flat)
+
+
+def _label_panel(ax, title: str, xlabel: str, ylabel: str) -> None:
+    ax.set_title(title)
+    ax.set_xlabel(xlabel)
+    ax.set_ylabel(ylabel)
+    ax.grid(alpha=0.3)
+    ax.legend(fontsize="small")
+
+
+def _save_panels(fig, axes: list, used: int, title: str, path: Path) -> None:
+    for ax in axes[used:]:
+        ax.set_visible(False)
+    fig.suptitle(title)
+    _save(fig, path)
+
+
 def task_bars(path: Path, title: str, ylabel: str, languages: list[str],
               scores: dict[str, dict[str, tuple[float, float]]], colors: dict[str, str]) -> None:
     """Grouped bars: one group per language, one bar per model; `scores[model][lang] = (mean, std)`."""
@@ -59,22 +83,12 @@ def task_bars(path: Path, title: str, ylabel: str, languages: list[str],
 def layer_curves(path: Path, title: str, ylabel: str, panels: dict[str, dict[str, tuple[list[int], list[float]]]],
                  colors: dict[str, str]) -> None:
     """One panel per data set, one line per model: `panels[dataset][model] = (layers, values)`."""
-    plt = _pyplot()
-    ncols = min(3, len(panels))
-    nrows = math.ceil(len(panels) / ncols)
-    fig, axes = plt.subplots(nrows, ncols, figsize=(4.6 * ncols + 0.6, 3.6 * nrows), squeeze=False)
-    for ax, (dataset, lines) in zip(axes.flat, panels.items(), strict=False):
+    fig, axes = _panel_grid(len(panels), max_cols=3, size=(4.6, 3.6))
+    for ax, (dataset, lines) in zip(axes, panels.items(), strict=False):
         for model, (layers, values) in lines.items():
             ax.plot(layers, values, marker="o", markersize=3, label=model, color=colors[model])
-        ax.set_title(dataset)
-        ax.set_xlabel("layer (0 = embeddings)")
-        ax.set_ylabel(ylabel)
-        ax.grid(alpha=0.3)
-        ax.legend(fontsize="small")
-    for ax in list(axes.flat)[len(panels):]:
-        ax.set_visible(False)
-    fig.suptitle(title)
-    _save(fig, path)
+        _label_panel(ax, dataset, "layer (0 = embeddings)", ylabel)
+    _save_panels(fig, axes, len(panels), title, path)
 
 
 def step_curves(path: Path, title: str, ylabel: str, series: dict[str, list[tuple[int, float, float]]],
@@ -105,11 +119,8 @@ def finetune_curves(path: Path, title: str, panels: dict[str, dict[str, list[tup
                     ylabels: dict[str, str], colors: dict[str, str]) -> None:
     """Test score against fine-tuning step: one panel per (metric, language) key of `panels`, one line per
     model/task with a band of ± one std over seeds: `panels[panel][series] = [(step, mean, std)]`."""
-    plt = _pyplot()
-    ncols = min(2, len(panels))
-    nrows = math.ceil(len(panels) / ncols)
-    fig, axes = plt.subplots(nrows, ncols, figsize=(5.6 * ncols + 0.6, 3.8 * nrows), squeeze=False)
-    for ax, (panel, lines) in zip(axes.flat, panels.items(), strict=False):
+    fig, axes = _panel_grid(len(panels), max_cols=2, size=(5.6, 3.8))
+    for ax, (panel, lines) in zip(axes, panels.items(), strict=False):
         for series, points in lines.items():
             points = sorted(points)
             steps, means = [p[0] for p in points], [p[1] for p in points]
@@ -118,15 +129,11 @@ def finetune_curves(path: Path, title: str, panels: dict[str, dict[str, list[tup
             if any(stds):
                 ax.fill_between(steps, [m - s for m, s in zip(means, stds, strict=True)],
                                 [m + s for m, s in zip(means, stds, strict=True)], color=colors[series], alpha=0.15)
-        ax.set_title(panel)
-        ax.set_xlabel("fine-tuning step")
-        ax.set_ylabel(ylabels.get(panel, "score"))
-        ax.grid(alpha=0.3)
-        ax.legend(fontsize="small")
-    for ax in list(axes.flat)[len(panels):]:
-        ax.set_visible(False)
-    fig.suptitle(title)
-    _save(fig, path)
+        steps = sorted({p[0] for points in lines.values() for p in points})
+        if len(steps) <= 10:  # ticks at the evaluated steps
+            ax.set_xticks(steps)
+        _label_panel(ax, panel, "fine-tuning step", ylabels.get(panel, "score"))
+    _save_panels(fig, axes, len(panels), title, path)
 
 
 def heatmap(path: Path, title: str, languages: list[str], scores: list[list[float]], label: str,
