@@ -336,7 +336,7 @@ def test_a_variant_can_be_veco_beside_a_plain_control(tok, run_template, tmp_pat
     veco = load_start_model(cfg, "veco", tok, progress=False)
     assert is_veco(veco) and [layer.has_cross_attention for layer in veco.bert.encoder.layer] == [False, True]
     with pytest.raises(ConfigError, match=r"variants\.veco\.model\.heads"):
-        load_config(make_config(run_template, tmp_path), [f"variants={{veco: {{model: {{heads: 0}}}}}}"])
+        load_config(make_config(run_template, tmp_path), ["variants={veco: {model: {heads: 0}}}"])
 
 
 def test_a_veco_checkpoint_is_evaluated_through_its_nlu_view(tok, tmp_path):

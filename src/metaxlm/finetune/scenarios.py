@@ -164,24 +164,28 @@ def code_switched_items(task: Task, english: list, translated: list, *, original
 
 # -- results -------------------------------------------------------------------------------------------------
 
+def _stat(values: Sequence[float], *, runs: bool = False) -> dict:
+    """{"mean", "std"} over seeds (NaN for no values), and the values themselves as "runs" when asked."""
+    from metaxlm.metrics import mean_std
+
+    out = {k: mean_std(values)[k] for k in ("mean", "std")} if values else {"mean": math.nan, "std": math.nan}
+    return {**out, "runs": list(values)} if runs else out
+
+
 def summarize(runs: dict[str, list[float]], source: str | None) -> dict:
     """per_language mean/std/runs, and over seeds: the average over languages, the average over target
     languages and the transfer gap (source minus mean target), each computed per seed then as mean ± std."""
-    from metaxlm.metrics import mean_std, transfer_gap
+    from metaxlm.metrics import transfer_gap
 
-    def ms(values: Sequence[float]) -> dict[str, float]:
-        stats = mean_std(values)
-        return {"mean": stats["mean"], "std": stats["std"]}
-
-    out: dict = {"per_language": {lang: {**ms(v), "runs": list(v)} for lang, v in runs.items()}}
+    out: dict = {"per_language": {lang: _stat(v, runs=True) for lang, v in runs.items()}}
     if not runs:
         return out
     n_seeds = min(len(v) for v in runs.values())
     per_seed = [{lang: v[i] for lang, v in runs.items()} for i in range(n_seeds)]
-    out["average"] = ms([sum(s.values()) / len(s) for s in per_seed])
+    out["average"] = _stat([sum(s.values()) / len(s) for s in per_seed])
     if source is not None and source in runs and len(runs) > 1:
-        out["target_average"] = ms([sum(v for k, v in s.items() if k != source) / (len(s) - 1) for s in per_seed])
-        out["transfer_gap"] = ms([transfer_gap(s, source) for s in per_seed])
+        out["target_average"] = _stat([sum(v for k, v in s.items() if k != source) / (len(s) - 1) for s in per_seed])
+        out["transfer_gap"] = _stat([transfer_gap(s, source) for s in per_seed])
     return out
 
 
@@ -259,14 +263,6 @@ def report_summary(details: list[dict], metric: str) -> dict:
     """What the runs' reports and curves add to a task entry: `reports` (per language, each further score as
     mean/std/runs over the runs, and the `signatures` saying how they were computed) and `curve` (per language,
     the steps and each score's mean/std/runs at each step)."""
-    from metaxlm.metrics import mean_std
-
-    def stats(values: list[float]) -> dict:
-        if not values:
-            return {"mean": math.nan, "std": math.nan, "runs": []}
-        ms = mean_std(values)
-        return {"mean": ms["mean"], "std": ms["std"], "runs": list(values)}
-
     out: dict = {}
     reports: dict[str, dict[str, list[float]]] = {}
     signatures: dict[str, dict] = {}
@@ -284,14 +280,14 @@ def report_summary(details: list[dict], metric: str) -> dict:
                 for key, value in {metric: score, **point["reports"].get(lang, {})}.items():
                     at.setdefault(key, []).append(value)
     if reports:
-        out["reports"] = {lang: {**{k: stats(v) for k, v in r.items()}, **signatures.get(lang, {})}
+        out["reports"] = {lang: {**{k: _stat(v, runs=True) for k, v in r.items()}, **signatures.get(lang, {})}
                           for lang, r in reports.items()}
     if curves:
         out["curve"] = {}
         for lang, points in curves.items():
             steps = sorted(points)
             keys = list(dict.fromkeys(k for s in steps for k in points[s]))
-            out["curve"][lang] = {"steps": steps, **{k: [stats(points[s].get(k, [])) for s in steps] for k in keys}}
+            out["curve"][lang] = {"steps": steps, **{k: [_stat(points[s].get(k, []), runs=True) for s in steps] for k in keys}}
     return out
 
 

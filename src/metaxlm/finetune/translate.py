@@ -24,6 +24,7 @@ from typing import Any
 import torch
 from tqdm import tqdm
 
+from metaxlm.data.padding import pad_right
 from metaxlm.errors import DataError, MetaXLMError
 
 EXPORT_HINT = "export a metaxlm/VECO encoder as an encoder-decoder first: `metaxlm veco export --nlg`"
@@ -113,12 +114,7 @@ def generate_translations(model, tokenizer, texts: Sequence[str], *, num_beams: 
     with tqdm(total=sum(n > 0 for n in lengths), desc=desc, unit=" sent", disable=not progress,
               leave=False) as bar:
         for batch in length_sorted_batches(lengths, batch_size):
-            width = max(lengths[i] for i in batch)
-            input_ids = torch.full((len(batch), width), pad, dtype=torch.long)
-            mask = torch.zeros((len(batch), width), dtype=torch.long)
-            for row, i in enumerate(batch):  # right padding, as the tokenizer's own `padding=True`
-                input_ids[row, :lengths[i]] = torch.tensor(ids[i])
-                mask[row, :lengths[i]] = 1
+            input_ids, mask = pad_right([ids[i] for i in batch], pad)  # as the tokenizer's own `padding=True`
             with autocast():
                 result = model.generate(input_ids=input_ids.to(device), attention_mask=mask.to(device),
                                         num_beams=num_beams, length_penalty=length_penalty,

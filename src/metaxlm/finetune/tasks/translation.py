@@ -18,6 +18,7 @@ import torch
 import torch.nn.functional as F
 
 from metaxlm.data.examples import TranslationExample
+from metaxlm.data.padding import pad_right
 from metaxlm.finetune.spec import Hyperparameters
 from metaxlm.finetune.tasks import register_task
 from metaxlm.finetune.tasks.base import Feature, Task
@@ -62,16 +63,10 @@ class TranslationTask(Task):
 
     def collate(self, features: list[Feature], pad_id: int, *, train: bool) -> dict:
         """Sources padded with the pad token, targets (their own length) with -100."""
-        def pad(rows: list[list[int]], fill: int) -> torch.Tensor:
-            out = torch.full((len(rows), max(len(r) for r in rows)), fill, dtype=torch.long)
-            for i, row in enumerate(rows):
-                out[i, :len(row)] = torch.tensor(row, dtype=torch.long)
-            return out
-
-        input_ids = pad([f["input_ids"] for f in features], pad_id)
-        batch = {"input_ids": input_ids, "attention_mask": (pad([[1] * len(f["input_ids"]) for f in features], 0))}
+        input_ids, attention_mask = pad_right([f["input_ids"] for f in features], pad_id)
+        batch = {"input_ids": input_ids, "attention_mask": attention_mask}
         if train:
-            batch["labels"] = pad([f["labels"] for f in features], IGNORE)
+            batch["labels"] = pad_right([f["labels"] for f in features], IGNORE)[0]
         return batch
 
     # -- training --------------------------------------------------------------------------------------------------
