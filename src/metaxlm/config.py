@@ -280,6 +280,17 @@ class EvalConfig(Strict):
     models: dict[str, str] = Field(default_factory=dict)
 
 
+class ReportConfig(Strict):
+    """What the report adds to its per-task sections for a run of several methods or of the MetaXLM ablations."""
+
+    # Method comparison (report/comparison.py): the model every other is compared with (the difference column);
+    # None: no comparison section.
+    control: str | None = None
+    # The MetaXLM paper's findings checked in direction (report/findings.py): role -> model name of this run, roles
+    # xlm, body, emb, both, both_dict, frozen, distill (a finding whose roles are missing is left out).
+    findings: dict[str, str] = Field(default_factory=dict)
+
+
 class RunConfig(Strict):
     output_dir: str
     seed: int = 0
@@ -300,6 +311,7 @@ class RunConfig(Strict):
     # default: all. Lets a config list its ablations and a run pick some (`run_variants=[xlm_align,mlm_only]`).
     run_variants: list[str] | None = None
     evaluate: EvalConfig = Field(default_factory=EvalConfig)
+    report: ReportConfig = Field(default_factory=ReportConfig)
 
     @model_validator(mode="after")
     def _variants_fit(self) -> RunConfig:
