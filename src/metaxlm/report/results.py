@@ -14,7 +14,9 @@ from datetime import UTC, datetime
 from pathlib import Path
 
 import yaml
+from pydantic import ValidationError
 
+from metaxlm.config import ReportConfig
 from metaxlm.errors import DataError, MetaXLMError
 
 
@@ -115,6 +117,24 @@ def _variant_order(run: Path) -> list[str]:
     except (OSError, yaml.YAMLError, AttributeError):
         return []  # only used for ordering: without a readable config, names sort alphabetically
     return list(variants) if isinstance(variants, dict | list) else []
+
+
+def report_config(run: Path) -> ReportConfig:
+    """The `report:` section of a run's resolved config.yaml (comparison control, findings roles); the defaults
+    (no comparison, no findings) when the run has no config (e.g. results written by `metaxlm finetune`)."""
+    path = run / "config.yaml"
+    if not path.exists():
+        return ReportConfig()
+    try:
+        tree = yaml.safe_load(path.read_text(encoding="utf-8")) or {}
+    except (OSError, yaml.YAMLError) as err:
+        raise DataError(f"{path}: cannot read the run's config: {err}") from None
+    section = tree.get("report") if isinstance(tree, dict) else None
+    try:
+        return ReportConfig.model_validate(section or {})
+    except ValidationError as err:
+        raise DataError(f"{path}: report section: {err.errors()[0]['msg']} at "
+                        f"{'.'.join(str(p) for p in err.errors()[0]['loc'])}") from None
 
 
 def collect_results(run_dirs: list[Path]) -> list[ModelResult]:
