@@ -294,6 +294,11 @@ class ReportConfig(Strict):
 class RunConfig(Strict):
     output_dir: str
     seed: int = 0
+    # Multiplies every budget (for users with more compute): pretraining steps (with warmup, evaluation and
+    # checkpoint cadence, so a run keeps as many of each), and fine-tuning epochs / max_steps / eval_steps.
+    # Batch sizes, data, seeds and model shapes stay as configured. Applied where the budgets are read
+    # (`train_for`, `meta_train`, evaluation's task specs), so a saved config.yaml stays the one that was given.
+    scale: float = Field(1.0, gt=0.0)
     # Python modules (dotted names or .py files) imported before anything is built: your own objectives, batch
     # kinds, model architectures or task types register themselves there (fairseq's --user-dir).
     plugins: list[str] = Field(default_factory=list)
@@ -334,17 +339,30 @@ class RunConfig(Strict):
                                        for e in err.errors())) from None
 
     def train_for(self, variant: str) -> TrainConfig:
-        """The run's train section with the variant's own `train` overrides."""
+        """The run's train section with the variant's own `train` overrides, budgets times `scale`."""
         override = self.variants[variant].train
         if not override:
-            return self.train
+            return self.scaled(self.train)
         try:
-            return TrainConfig.model_validate({**self.train.model_dump(exclude={"batch_size"} if "batch_tokens" in
-                                                                       override else set()), **override})
+            merged = TrainConfig.model_validate({**self.train.model_dump(exclude={"batch_size"} if "batch_tokens" in
+                                                                         override else set()), **override})
         except ValidationError as err:
             raise ValueError("; ".join(f"variants.{variant}.train.{'.'.join(str(p) for p in e['loc'])}: "
                                        f"{'unknown key' if e['type'] == 'extra_forbidden' else e['msg']}"
                                        for e in err.errors())) from None
+        return self.scaled(merged)
+
+    @property
+    def meta_train(self) -> TrainConfig:
+        """The train section for pretraining the English model here (`meta.source: pretrain`), times `scale`."""
+        return self.scaled(self.train)
+
+    def scaled(self, train: TrainConfig) -> TrainConfig:
+        """`train` with its step budget, warmup and cadences times `scale` (each at least 1; warmup may be 0)."""
+        if self.scale == 1.0:
+            return train
+        times = {key: max(1, round(getattr(train, key) * self.scale)) for key in ("steps", "eval_every", "save_every")}
+        return train.model_copy(update={**times, "warmup_steps": round(train.warmup_steps * self.scale)})
 
     def variant_order(self) -> list[str]:
         """Variants in an order where every variant comes after the variant it starts from."""

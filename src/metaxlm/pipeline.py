@@ -17,8 +17,9 @@ from metaxlm.data.prepare import prepare_corpora
 from metaxlm.data.stats import corpus_stats, format_stats
 from metaxlm.io import atomic_write_json
 from metaxlm.models.named import model_dir
+from metaxlm.runclock import RunClock
 from metaxlm.rundir import RunDir
-from metaxlm.runinfo import write_run_info
+from metaxlm.runinfo import finish_run_info, write_run_info
 from metaxlm.vocab import load_tokenizer, save_spm_as_hf, train_vocab, trim_vocab
 from metaxlm.vocab.load import SPM_FILE
 
@@ -72,29 +73,45 @@ def stage_stats(cfg: RunConfig, progress: bool = True) -> dict:
     return stats
 
 
-def stage_pretrain(cfg: RunConfig, progress: bool = True) -> dict:
-    """Every variant at the same budget; a finished variant is kept, an interrupted one resumes."""
+def _steps_done(cfg: RunConfig, name: str) -> int:
+    """Pretraining steps a variant already has: all when it finished, else its latest checkpoint's step."""
     from metaxlm.pretrain.checkpoint import latest_checkpoint
+
+    out = RunDir.of(cfg).variant(name)
+    if out.summary.exists() and json.loads(out.summary.read_text())["steps"] == cfg.train_for(name).steps:
+        return cfg.train_for(name).steps
+    latest = latest_checkpoint(out.ckpt)
+    return int(latest.name.removeprefix("step_")) if latest is not None else 0
+
+
+def stage_pretrain(cfg: RunConfig, progress: bool = True, clock: RunClock | None = None) -> dict:
+    """Every variant at the same budget; a finished variant is kept, an interrupted one resumes."""
     from metaxlm.pretrain.recipe import run_pretrain
     from metaxlm.report.pretraining import compare_variants
 
-    for name in cfg.variant_order():  # a variant that starts from another runs after it
-        out = RunDir.of(cfg).variant(name)
-        if out.summary.exists() and json.loads(out.summary.read_text())["steps"] == cfg.train_for(name).steps:
-            print(f"pretrain {name}: already done ({out.root})")
-            continue
-        resume = latest_checkpoint(out.ckpt) is not None
-        run_pretrain(cfg, name, resume=resume, progress=progress)
+    order = cfg.variant_order()  # a variant that starts from another runs after it
+    done = {name: _steps_done(cfg, name) for name in order}
+    if clock is not None:
+        clock.plan_pretraining({name: cfg.train_for(name).steps - done[name] for name in order})
+    for name in order:
+        steps = cfg.train_for(name).steps
+        start = time.perf_counter()
+        if done[name] == steps:
+            print(f"pretrain {name}: already done ({RunDir.of(cfg).variant(name).root})")
+        else:
+            run_pretrain(cfg, name, resume=done[name] > 0, progress=progress)
+        if clock is not None:
+            clock.done_variant(name, steps - done[name], time.perf_counter() - start)
     comparison = compare_variants(cfg.output_dir, cfg.variant_order(), pivot=cfg.data.pivot)
     if comparison:
         print((Path(cfg.output_dir) / "comparison.md").read_text())
     return comparison
 
 
-def stage_evaluate(cfg: RunConfig, progress: bool = True) -> list[dict]:
+def stage_evaluate(cfg: RunConfig, progress: bool = True, clock: RunClock | None = None) -> list[dict]:
     from metaxlm.evaluation.recipe import evaluate_run
 
-    return evaluate_run(cfg, progress=progress)
+    return evaluate_run(cfg, progress=progress, clock=clock)
 
 
 def stage_report(cfg: RunConfig, progress: bool = True) -> dict:
@@ -109,15 +126,45 @@ STAGES = {"vocab": stage_vocab, "prepare": stage_prepare, "stats": stage_stats, 
           "evaluate": stage_evaluate, "report": stage_report}
 
 
+def planned_evaluation(cfg: RunConfig) -> dict[str, bool]:
+    """The models the evaluate stage will see (name -> final model?), predicted before pretraining has made them:
+    each evaluated variant's final model, its kept intermediate checkpoints when `evaluate.checkpoints`, and the
+    named models. Only the whole-run ETA uses it; the evaluate stage lists the real ones."""
+    ecfg = cfg.evaluate
+    models: dict[str, bool] = {}
+    for variant in (cfg.run_variants or list(cfg.variants)) if ecfg.variants is None else ecfg.variants:
+        train = cfg.train_for(variant) if variant in cfg.variants else None
+        if train is not None and ecfg.checkpoints:
+            saved = list(range(train.save_every, train.steps + 1, train.save_every))[-train.keep_checkpoints:]
+            models.update({f"{variant}@step{step}": False for step in saved if step < train.steps})
+        models[variant] = True
+    models.update({name: True for name in ecfg.models})
+    return models
+
+
 def run(cfg: RunConfig, progress: bool = True) -> None:
     if "pretrain" in cfg.stages:
         from metaxlm.pretrain.recipe import check_pretraining_config
 
         check_pretraining_config(cfg)
     write_run_info(cfg.output_dir, cfg)
+    clock = RunClock(Path(cfg.output_dir) / "timings.json", cfg.stages)
+    if "pretrain" in cfg.stages:
+        clock.plan_pretraining({name: cfg.train_for(name).steps - _steps_done(cfg, name)
+                                for name in cfg.variant_order()})
+    if "evaluate" in cfg.stages:
+        clock.plan_evaluation(planned_evaluation(cfg))
+    seconds = {}
     for name in cfg.stages:
         print(f"== stage {name}", flush=True)
         start = time.perf_counter()
-        STAGES[name](cfg, progress=progress)
-        print(f"== stage {name} done in {time.perf_counter() - start:.1f}s", flush=True)
+        stage = STAGES[name]
+        if name in ("pretrain", "evaluate"):
+            stage(cfg, progress=progress, clock=clock)
+        else:
+            stage(cfg, progress=progress)
+        seconds[name] = time.perf_counter() - start
+        print(f"== stage {name} done in {seconds[name]:.1f}s", flush=True)
+        clock.done_stage(name, seconds[name])
+    finish_run_info(cfg.output_dir, seconds)
     print(f"run finished: {cfg.output_dir}")

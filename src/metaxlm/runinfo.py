@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import json
+import os
 import platform
 import subprocess
 import sys
@@ -11,6 +13,7 @@ from pathlib import Path
 
 from pydantic import BaseModel
 
+from metaxlm.compute.precision import cpu_model
 from metaxlm.config import dump_config
 from metaxlm.io import atomic_write_json
 
@@ -49,4 +52,15 @@ def write_run_info(output_dir: str | Path, config: BaseModel, argv: list[str] | 
         "versions": package_versions(),
         "git": git_commit(),
         "platform": platform.platform(),
+        "cpu": {"model": cpu_model(), "cores": os.cpu_count()},
     })
+
+
+def finish_run_info(output_dir: str | Path, stage_seconds: dict[str, float]) -> None:
+    """Add the wall time (per stage and in all) of the invocation that just finished to run_info.json."""
+    path = Path(output_dir) / "run_info.json"
+    info = json.loads(path.read_text()) if path.exists() else {}
+    info["finished"] = datetime.now(UTC).isoformat(timespec="seconds")
+    info["stage_seconds"] = {name: round(s, 1) for name, s in stage_seconds.items()}
+    info["wall_seconds"] = round(sum(stage_seconds.values()), 1)
+    atomic_write_json(path, info)

@@ -29,6 +29,7 @@ from metaxlm.io import atomic_write_json, json_safe
 from metaxlm.models import get_arch
 from metaxlm.models.named import model_dir
 from metaxlm.pretrain.recipe import START_OF, save_start_model
+from metaxlm.runclock import RunClock
 from metaxlm.rundir import RunDir
 
 
@@ -164,7 +165,8 @@ def evaluate_alignment(model, tokenizer, spec: AlignmentEvalSpec, ecfg: EvalConf
 
 # --- one model --------------------------------------------------------------------------------------------
 
-def task_specs(ecfg: EvalConfig) -> dict:
+def task_specs(ecfg: EvalConfig, scale: float = 1.0) -> dict:
+    """The evaluate section's task specs, each fine-tuning budget (epochs, max_steps, eval_steps) times `scale`."""
     from metaxlm.finetune.spec import load_task_spec
 
     specs = {}
@@ -178,6 +180,12 @@ def task_specs(ecfg: EvalConfig) -> dict:
         if "precision" not in hp.model_fields_set:  # evaluate.precision, unless the task sets its own
             specs[name] = specs[name].model_copy(update={"hyperparameters": hp.model_copy(
                 update={"precision": ecfg.precision})})
+        if scale != 1.0:
+            hp = specs[name].hyperparameters
+            budget = {"epochs": hp.epochs * scale, "eval_steps": sorted({max(1, round(s * scale)) for s in hp.eval_steps})}
+            if hp.max_steps is not None:
+                budget["max_steps"] = max(1, round(hp.max_steps * scale))
+            specs[name] = specs[name].model_copy(update={"hyperparameters": hp.model_copy(update=budget)})
     return specs
 
 
@@ -209,7 +217,7 @@ def evaluate_model(cfg: RunConfig, target: ModelToEvaluate, *, progress: bool = 
     results: dict[str, Any] = {"model_name": target.name, "variant": target.variant, "step": target.step,
                                "model_dir": str(target.model_dir)}
     model_key = model_fingerprint(target.model_dir, target.tokenizer_dir)
-    specs = task_specs(ecfg)
+    specs = task_specs(ecfg, cfg.scale)
     only = task_models(ecfg, [*cfg.variants, *ecfg.models])
     specs = {k: v for k, v in specs.items() if only[k] is None or (target.variant or target.name) in only[k]}
     wanted = specs if target.final or ecfg.checkpoint_tasks is None else \
@@ -253,11 +261,21 @@ def evaluate_model(cfg: RunConfig, target: ModelToEvaluate, *, progress: bool = 
 
 
 
-def evaluate_run(cfg: RunConfig, *, progress: bool = True) -> list[dict]:
+def evaluate_run(cfg: RunConfig, *, progress: bool = True, clock: RunClock | None = None) -> list[dict]:
+    """Evaluate every model of the run (models_to_evaluate), reporting each to the run's clock (whole-run ETA)."""
     ecfg = cfg.evaluate
     if not (ecfg.tasks or ecfg.retrieval or ecfg.alignment):
         raise ConfigError("evaluate: nothing to evaluate (give evaluate.tasks, evaluate.retrieval or "
                           "evaluate.alignment)")
-    task_specs(ecfg)  # fail on a bad task config before any model is loaded
+    task_specs(ecfg, cfg.scale)  # fail on a bad task config before any model is loaded
     task_models(ecfg, [*cfg.variants, *ecfg.models])
-    return [evaluate_model(cfg, target, progress=progress) for target in models_to_evaluate(cfg)]
+    targets = models_to_evaluate(cfg)
+    if clock is not None:
+        clock.plan_evaluation({t.name: t.final for t in targets})
+    results = []
+    for target in targets:
+        start = time.perf_counter()
+        results.append(evaluate_model(cfg, target, progress=progress))
+        if clock is not None:
+            clock.done_model(target.name, time.perf_counter() - start)
+    return results

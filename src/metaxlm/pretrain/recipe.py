@@ -87,7 +87,7 @@ def ensure_meta_model(cfg: RunConfig, *, progress: bool = True) -> Path:
         raise MetaXLMError(f"meta.source=pretrain needs prepared {cfg.data.pivot} text in {run.prepared}")
     heldout = {k: v for k, v in load_prepared(run.prepared, "heldout").items() if k == cfg.data.pivot}
     result = pretrain(model=build_mlm(cfg.model, tokenizer, seed=cfg.seed), tokenizer=tokenizer, train_data=english,
-                      heldout_data=heldout, cfg=cfg.train, alpha=cfg.data.alpha, seed=cfg.seed, out_dir=out.root,
+                      heldout_data=heldout, cfg=cfg.meta_train, alpha=cfg.data.alpha, seed=cfg.seed, out_dir=out.root,
                       progress=progress)
     return result.final_dir
 

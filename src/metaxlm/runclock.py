@@ -1,0 +1,131 @@
+"""Progress and an ETA for a whole `metaxlm run`, not only the current stage's bar.
+
+The run is a plan of work units: the small stages (vocab, prepare, stats, report), each variant's remaining
+pretraining steps, and each model to evaluate. Costs come from measurements: seconds per pretraining step of each
+variant (a variant not yet measured is costed at the mean rate of those that are), seconds per evaluated model
+(final models and intermediate checkpoints, which run fewer tasks, apart). Measurements are kept in
+`<run>/timings.json`, so a resumed run (or a rerun with another setting) starts with the last run's rates. Until
+something of a kind has been measured, the ETA says so and is a lower bound.
+
+After every stage, variant and evaluated model the run prints one line such as
+
+    run: pretrain 3/7 variants · evaluate 0/9 models · elapsed 0:21:10 · ETA whole run 0:48:20 (05:58 UTC)
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+
+from metaxlm.io import atomic_write_json
+
+SMALL_STAGES = ("vocab", "prepare", "stats", "report")
+
+
+def _hms(seconds: float) -> str:
+    return str(timedelta(seconds=round(max(0.0, seconds))))
+
+
+class RunClock:
+    """Whole-run progress: `plan_*` say what is left, `done_*` record what was measured, `line()` summarizes."""
+
+    def __init__(self, timings_path: Path, stages: list[str], *, printer=print):
+        self.path = Path(timings_path)
+        self.stages = list(stages)
+        self.printer = printer
+        self.start = time.perf_counter()
+        self.timings = self._load()
+        self.stages_done: set[str] = set()
+        self.pretrain_left: dict[str, int] = {}     # variant -> steps still to train
+        self.pretrain_total = 0
+        self.eval_left: dict[str, bool] = {}        # model -> is a final model (else an intermediate checkpoint)
+        self.eval_total = 0
+
+    # -- the plan -----------------------------------------------------------------------------------------------
+    def plan_pretraining(self, steps_left: dict[str, int]) -> None:
+        self.pretrain_left = {name: steps for name, steps in steps_left.items() if steps > 0}
+        self.pretrain_total = len(steps_left)
+
+    def plan_evaluation(self, models: dict[str, bool]) -> None:
+        """`models`: name -> True for a final model, False for an intermediate checkpoint."""
+        self.eval_left = dict(models)
+        self.eval_total = len(models)
+
+    # -- measurements -------------------------------------------------------------------------------------------
+    def done_stage(self, name: str, seconds: float) -> None:
+        self.stages_done.add(name)
+        if name in SMALL_STAGES:
+            self.timings.setdefault("stages", {})[name] = round(seconds, 2)
+            self._save()
+        self.printer(self.line())
+
+    def done_variant(self, name: str, steps: int, seconds: float) -> None:
+        """`steps` trained in `seconds` by this process (0 when the variant was already done)."""
+        self.pretrain_left.pop(name, None)
+        if steps > 0:
+            self.timings.setdefault("seconds_per_step", {})[name] = round(seconds / steps, 4)
+            self._save()
+        self.printer(self.line())
+
+    def done_model(self, name: str, seconds: float) -> None:
+        final = self.eval_left.pop(name, True)
+        self.timings.setdefault("seconds_per_model", {}).setdefault("final" if final else "checkpoint", {})[name] = \
+            round(seconds, 2)
+        self._save()
+        self.printer(self.line())
+
+    # -- the estimate -------------------------------------------------------------------------------------------
+    def remaining(self) -> tuple[float, list[str]]:
+        """(estimated seconds left, what could not be costed yet)."""
+        seconds, unknown = 0.0, []
+        for stage in self.stages:
+            if stage in SMALL_STAGES and stage not in self.stages_done:
+                seconds += self.timings.get("stages", {}).get(stage, 0.0)
+        rates = self.timings.get("seconds_per_step", {})
+        mean_rate = sum(rates.values()) / len(rates) if rates else None
+        for name, steps in self.pretrain_left.items():
+            rate = rates.get(name, mean_rate)
+            if rate is None:
+                unknown.append("pretraining")
+                break
+            seconds += steps * rate
+        per_model = self.timings.get("seconds_per_model", {})
+        means = {kind: sum(v.values()) / len(v) for kind, v in per_model.items() if v}
+        for name, final in self.eval_left.items():
+            kind = "final" if final else "checkpoint"
+            known = per_model.get(kind, {}).get(name)
+            estimate = known if known is not None else means.get(kind, means.get("final"))
+            if estimate is None:
+                unknown.append("evaluation")
+                break
+            seconds += estimate
+        return seconds, unknown
+
+    def line(self) -> str:
+        elapsed = time.perf_counter() - self.start
+        left, unknown = self.remaining()
+        parts = []
+        if self.pretrain_total:
+            parts.append(f"pretrain {self.pretrain_total - len(self.pretrain_left)}/{self.pretrain_total} variants")
+        if self.eval_total:
+            parts.append(f"evaluate {self.eval_total - len(self.eval_left)}/{self.eval_total} models")
+        finish = (datetime.now(UTC) + timedelta(seconds=left)).strftime("%H:%M UTC")
+        if unknown:
+            eta = f"ETA whole run > {_hms(left)} ({' and '.join(unknown)} not measured yet)"
+        else:
+            eta = f"ETA whole run {_hms(left)} ({finish})"
+        return "run: " + " · ".join([*parts, f"elapsed {_hms(elapsed)}", eta])
+
+    # -- persistence ----------------------------------------------------------------------------------------------
+    def _load(self) -> dict:
+        try:
+            data = json.loads(self.path.read_text())
+        except (OSError, ValueError):
+            return {}  # no earlier measurements (or an unreadable file: they are only estimates)
+        return data if isinstance(data, dict) else {}
+
+    def _save(self) -> None:
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        atomic_write_json(self.path, self.timings)
