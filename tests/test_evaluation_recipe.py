@@ -13,7 +13,7 @@ import yaml
 from metaxlm.config import load_config
 from metaxlm.errors import ConfigError, MetaXLMError
 from metaxlm.evaluation import recipe
-from metaxlm.pipeline import run
+from metaxlm.pipeline import planned_evaluation, run
 from metaxlm.vocab import load_tokenizer
 
 WORDS = "the house is small and the cat sleeps on the red chair near an open window".split()
@@ -106,6 +106,20 @@ def test_evaluate_and_report_stages(tiny_run):
     assert "tasks" not in checkpoint and checkpoint["step"] == 2  # checkpoint_tasks: [] -> probes only
     report = Path(cfg.output_dir) / "report"
     assert (report / "report.html").exists() and "toy" in (report / "report.md").read_text()
+
+
+def test_checkpoints_of_the_named_variants_only(tiny_run, tokenizer_dir):
+    run_dir = load_config(tiny_run).output_dir
+    save_tiny_mlm(tokenizer_dir, Path(run_dir) / "pretrain" / "other" / "final", seed=3)
+    save_tiny_mlm(tokenizer_dir, Path(run_dir) / "pretrain" / "other" / "ckpt" / "step_00000002", seed=5)
+    both = ["variants={xlm: {}, other: {}}"]
+    names = [m.name for m in recipe.models_to_evaluate(load_config(tiny_run, both))]
+    assert names == ["xlm@step2", "xlm", "other@step2", "other"]
+    only = load_config(tiny_run, [*both, "evaluate.checkpoint_variants=[other]"])
+    assert [m.name for m in recipe.models_to_evaluate(only)] == ["xlm", "other@step2", "other"]
+    assert list(planned_evaluation(only)) == ["xlm", "other@step2", "other"]  # the ETA's prediction agrees
+    with pytest.raises(ConfigError, match="checkpoint_variants: no variant 'nope'"):
+        recipe.models_to_evaluate(load_config(tiny_run, ["evaluate.checkpoint_variants=[nope]"]))
 
 
 def test_finished_parts_are_reused_and_changed_ones_recomputed(tiny_run, monkeypatch):

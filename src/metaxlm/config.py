@@ -275,6 +275,7 @@ class EvalConfig(Strict):
     checkpoints: bool = False
     checkpoint_tasks: list[str] | None = None  # which tasks at intermediate checkpoints (default: all)
     checkpoint_seeds: list[int] | None = None  # seeds at intermediate checkpoints (default: `seeds`)
+    checkpoint_variants: list[str] | None = None  # whose intermediate checkpoints (default: every evaluated variant)
     variants: list[str] | None = None  # default: every pretraining variant of the run
     # Models evaluated in addition (or instead, with variants: []): name -> HF model dir (AutoModel).
     models: dict[str, str] = Field(default_factory=dict)

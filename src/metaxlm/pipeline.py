@@ -134,8 +134,12 @@ def planned_evaluation(cfg: RunConfig) -> dict[str, bool]:
     models: dict[str, bool] = {}
     for variant in (cfg.run_variants or list(cfg.variants)) if ecfg.variants is None else ecfg.variants:
         train = cfg.train_for(variant) if variant in cfg.variants else None
-        if train is not None and ecfg.checkpoints:
-            saved = list(range(train.save_every, train.steps + 1, train.save_every))[-train.keep_checkpoints:]
+        if train is not None and ecfg.checkpoints and variant in (ecfg.checkpoint_variants or [variant]):
+            ckpt = RunDir.of(cfg).variant(variant).ckpt
+            if (RunDir.of(cfg).variant(variant).final / "config.json").exists():  # pretrained: what it kept
+                saved = sorted(int(p.name.removeprefix("step_")) for p in ckpt.glob("step_*"))
+            else:
+                saved = list(range(train.save_every, train.steps + 1, train.save_every))[-train.keep_checkpoints:]
             models.update({f"{variant}@step{step}": False for step in saved if step < train.steps})
         models[variant] = True
     models.update({name: True for name in ecfg.models})

@@ -51,6 +51,9 @@ def models_to_evaluate(cfg: RunConfig) -> list[ModelToEvaluate]:
     ecfg = cfg.evaluate
     run = RunDir.of(cfg)
     models = []
+    if unknown := [v for v in ecfg.checkpoint_variants or [] if v not in cfg.variants]:
+        raise ConfigError(f"evaluate.checkpoint_variants: no variant {', '.join(map(repr, unknown))} "
+                          f"(variants: {', '.join(cfg.variants)})")
     for variant in (cfg.run_variants or list(cfg.variants)) if ecfg.variants is None else ecfg.variants:
         if variant not in cfg.variants:
             raise ConfigError(f"evaluate.variants: no variant {variant!r} (variants: {', '.join(cfg.variants)})")
@@ -60,7 +63,7 @@ def models_to_evaluate(cfg: RunConfig) -> list[ModelToEvaluate]:
             raise MetaXLMError(f"variant {variant}: no pretrained model at {final}: run the pretrain stage first")
         summary = json.loads(vdir.summary.read_text()) if vdir.summary.exists() else {}
         final_step = summary.get("steps")
-        if ecfg.checkpoints:
+        if ecfg.checkpoints and (ecfg.checkpoint_variants is None or variant in ecfg.checkpoint_variants):
             for ckpt in sorted(vdir.ckpt.glob("step_*")):
                 step = int(ckpt.name.removeprefix("step_"))
                 if final_step is None or step < final_step:
