@@ -15,7 +15,7 @@ Input: every `<run>/eval/<model_name>/results.json` (written by evaluation/recip
 Scores are fractions 0..1 (shown in percent) except QA EM/F1, already 0..100 like the official script. Every key
 but model_name is optional; numbers may be null. Output, in out_dir (default <first run>/report): report.md,
 report.html and figures/*.png. Sections, each only when some result has the data for it:
-  overview; per task a table (models x languages, avg, transfer gap; mean ± std over seeds) and grouped bars;
+  overview; the method comparison when the run config names a control (report/comparison.py); per task a table (models x languages, avg, transfer gap; mean ± std over seeds) and grouped bars;
   test scores against fine-tuning steps for tasks run with eval_steps (e.g. translation from several inits);
   retrieval accuracy@1 and AER against layer (paper Figures 3-4) with the best layer per model; average target
   score and transfer gap against pretraining step (Figure 5); transfer-direction heat maps (Figure 6); each run's
@@ -379,8 +379,11 @@ def write_report(run_dirs: list[Path], out_dir: Path | None = None) -> dict:
                            f"{', '.join(map(str, runs))}; run `metaxlm evaluate CONFIG` first")
     out = Path(out_dir) if out_dir is not None else runs[0] / "report"
     final = final_models(results)
+    from metaxlm.report.comparison import comparison_sections  # here: comparison.py builds on this module
+
     with atomic_dir(out / "figures") as fig_dir:  # figures of an earlier report never linger beside new ones
-        sections = ((_overview(results, final) if results else []) + _task_sections(final, fig_dir)
+        sections = ((_overview(results, final) if results else []) + comparison_sections(final, runs[0], fig_dir)
+                    + _task_sections(final, fig_dir)
                     + _curve_sections(final, fig_dir) + _feature_sections(final, fig_dir) + _steps_section(results, fig_dir)
                     + _transfer_sections(final, fig_dir) + _pretraining_sections(runs, fig_dir)
                     + _notes_section(results, runs))

@@ -1,0 +1,287 @@
+"""The report's method comparison: every method's final model against the control (the run config's
+`report.control`, e.g. MLM only), as one table of headline numbers, one figure of the layer probes and per-language
+bars for the task where the methods differ most.
+
+Rules (the section's text states them too):
+- Headline numbers, one or two columns per task or probe set:
+  zero-shot and translate-train tasks (those with a source language): the target-language average and the source
+  language's score; supervised tasks: the average over languages; translation: BLEU and chrF averaged over the
+  language pairs; retrieval sets: accuracy@1 at the last layer and at the model's best layer; alignment sets: AER
+  at the model's best (lowest) layer. Scores in percent, BLEU/chrF and QA EM/F1 as their scripts report them.
+- Cells: mean ± std over fine-tuning seeds, as in the task tables (no std for one seed; the probes are
+  deterministic, so they have none). Missing data: "–".
+- Difference: model − control, in the column's units (also for AER, where lower is better). It is marked (bold)
+  when larger than the combined seed std, sqrt(std_model² + std_control²), and only where both have a std
+  over two or more seeds: without one we cannot tell a difference from seed noise.
+- "Differ most": among the fine-tuning tasks that at least two models have, the task whose first headline number
+  (target average; average; BLEU) has the largest spread (max − min over the models) relative to the pooled seed std
+  (the root mean square of the models' stds). When no task has a seed std, the largest spread itself.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from pathlib import Path
+
+from metaxlm.errors import ConfigError
+from metaxlm.metrics import mean_std
+from metaxlm.report import plots
+from metaxlm.report.document import Figure, Section, Table, Text
+
+# The task tables' formatting, so a number reads the same in both sections. (evaluation.py imports this module
+# only inside write_report, so importing from it here is no cycle.)
+from metaxlm.report.evaluation import DASH, _best, _cell, _n_seeds, _percent_scale, _slug, _task_languages
+from metaxlm.report.results import ModelResult, number, report_config
+
+TITLE = "Method comparison"
+LAYERS_FIGURE = "comparison_layers.png"
+
+
+@dataclass(frozen=True)
+class Score:
+    """One headline number in the units shown (percent, BLEU, ...)."""
+
+    mean: float  # NaN when missing
+    std: float   # over seeds; NaN for one seed or none known
+    text: str    # the cell as shown: "mean ± std", "90.4 (layer 11)", "–"
+
+    @property
+    def missing(self) -> bool:
+        return math.isnan(self.mean)
+
+
+MISSING = Score(math.nan, math.nan, DASH)
+
+
+def _score(stat: dict | None, n_seeds: int, scale: float) -> Score:
+    text, _ = _cell(stat, n_seeds, scale)
+    if text == DASH:
+        return MISSING
+    n = len(stat["runs"]) if stat.get("runs") else n_seeds
+    std = number(stat.get("std")) * scale if n > 1 else math.nan
+    return Score(number(stat["mean"]) * scale, std, text)
+
+
+def _average_over_languages(stats: list[dict]) -> dict | None:
+    """The mean over languages of per-language {"mean", "std", "runs"}: per seed, then mean ± std over seeds
+    (as the evaluation computes `average`); the mean of the means when the runs are not known for every language."""
+    means = [number(s.get("mean")) for s in stats]
+    if not stats or any(math.isnan(m) for m in means):
+        return None
+    runs = [s.get("runs") or [] for s in stats]
+    if all(runs) and len({len(r) for r in runs}) == 1:
+        per_seed = [sum(values) / len(values) for values in zip(*runs, strict=True)]
+        return {**{k: mean_std(per_seed)[k] for k in ("mean", "std")}, "runs": per_seed}
+    return {"mean": sum(means) / len(means), "std": None}
+
+
+def task_headlines(task: str, entry: dict, scale: float) -> list[tuple[str, Score]]:
+    """The task's headline columns (label, score); the first is the one "differ most" ranks by."""
+    n_seeds = _n_seeds(entry)
+    if entry.get("type") == "translation":
+        chrf = _average_over_languages([r["chrf"] for r in entry.get("reports", {}).values() if "chrf" in r])
+        return [(f"{task}: BLEU", _score(entry.get("average"), n_seeds, scale)),
+                (f"{task}: chrF", _score(chrf, n_seeds, scale))]
+    source = entry.get("source")
+    if source and entry.get("scenario") in ("zero_shot", "translate_train"):
+        return [(f"{task}: target avg", _score(entry.get("target_average"), n_seeds, scale)),
+                (f"{task}: {source}", _score(entry.get("per_language", {}).get(source), n_seeds, scale))]
+    return [(f"{task}: avg", _score(entry.get("average"), n_seeds, scale))]
+
+
+def _layer_score(layers: list[int], values: list[float], index: int | None, at_best: bool) -> Score:
+    if index is None or math.isnan(values[index]):
+        return MISSING
+    text = f"{values[index]:.1f}" + (f" (layer {layers[index]})" if at_best else "")
+    return Score(values[index], math.nan, text)
+
+
+def probe_headlines(model: ModelResult) -> list[tuple[str, Score]]:
+    """Retrieval: accuracy@1 (%) at the last and at the best layer; alignment: AER (%) at the best layer."""
+    out = []
+    for name, r in model.data.get("retrieval", {}).items():
+        accuracy = [number(v) * 100 for v in r["average"]]
+        out += [(f"{name}: acc@1 last", _layer_score(r["layers"], accuracy, len(accuracy) - 1, at_best=False)),
+                (f"{name}: acc@1 best", _layer_score(r["layers"], accuracy, _best(accuracy), at_best=True))]
+    for name, a in model.data.get("alignment", {}).items():
+        aer = [number(v) * 100 for v in a["aer"]]
+        out.append((f"{name}: AER best", _layer_score(a["layers"], aer, _best(aer, lowest=True), at_best=True)))
+    return out
+
+
+def _task_scales(models: list[ModelResult]) -> dict[str, float]:
+    """One percent scale per task over all models, so a task's column has one unit."""
+    entries: dict[str, list[dict]] = {}
+    for m in models:
+        for task, entry in m.data.get("tasks", {}).items():
+            entries.setdefault(task, []).append(entry)
+    return {task: _percent_scale(found) for task, found in entries.items()}
+
+
+def headline_scores(models: list[ModelResult]) -> tuple[list[str], dict[str, dict[str, Score]]]:
+    """The columns (tasks first, then the probes, in order of first appearance) and scores[model][column]."""
+    scales = _task_scales(models)
+    tasks = {m.name: dict(cell for task, entry in m.data.get("tasks", {}).items()
+                          for cell in task_headlines(task, entry, scales[task])) for m in models}
+    probes = {m.name: dict(probe_headlines(m)) for m in models}
+    columns = list(dict.fromkeys([c for by_column in tasks.values() for c in by_column]
+                                 + [c for by_column in probes.values() for c in by_column]))
+    return columns, {m.name: {**tasks[m.name], **probes[m.name]} for m in models}
+
+
+def beyond_noise(model: Score, control: Score) -> bool:
+    """Whether |model − control| exceeds the combined seed std (both need a std over two or more seeds)."""
+    if model.missing or control.missing or math.isnan(model.std) or math.isnan(control.std):
+        return False
+    return abs(model.mean - control.mean) > math.hypot(model.std, control.std)
+
+
+def _signed(difference: float) -> str:
+    shown = round(difference, 1)
+    return "0.0" if shown == 0 else f"{shown:+.1f}"  # never "-0.0"
+
+
+def comparison_tables(models: list[ModelResult], control: str) -> tuple[Table, Table]:
+    """The headline scores of every model (control first) and their differences to the control, with the
+    differences beyond seed noise in bold."""
+    columns, scores = headline_scores(models)
+    header = ["model", *columns]
+    score_rows = [[m.name, *(scores[m.name].get(c, MISSING).text for c in columns)] for m in models]
+    difference_rows, marked = [], set()
+    for r, m in enumerate(models):
+        row = [m.name]
+        for c, column in enumerate(columns, start=1):
+            mine, theirs = scores[m.name].get(column, MISSING), scores[control].get(column, MISSING)
+            row.append(DASH if mine.missing or theirs.missing else _signed(mine.mean - theirs.mean))
+            if beyond_noise(mine, theirs):
+                marked.add((r, c))
+        difference_rows.append(row)
+    return (Table(header, score_rows, caption=f"Headline numbers; mean ± std over seeds. Control: {control}."),
+            Table(header, difference_rows, marked,
+                  caption=f"Difference to the control ({control}): model − control in the column's units (for "
+                          "AER lower is better). Bold: larger than the combined seed std."))
+
+
+@dataclass(frozen=True)
+class Spread:
+    task: str
+    column: str
+    spread: float  # max − min of the headline mean over the models
+    pooled_std: float  # root mean square of the models' seed stds; NaN when none has one
+
+    @property
+    def ratio(self) -> float:
+        return self.spread / self.pooled_std if self.pooled_std > 0 else math.nan
+
+
+def task_spreads(models: list[ModelResult]) -> list[Spread]:
+    """Each fine-tuning task's spread of its first headline number, for the tasks at least two models have."""
+    scales = _task_scales(models)
+    spreads = []
+    for task, scale in scales.items():
+        headline = [task_headlines(task, m.data["tasks"][task], scale)[0] for m in models
+                    if task in m.data.get("tasks", {})]
+        means = [s.mean for _, s in headline if not s.missing]
+        stds = [s.std for _, s in headline if not s.missing and not math.isnan(s.std)]
+        if len(means) >= 2:
+            pooled = math.sqrt(sum(s * s for s in stds) / len(stds)) if stds else math.nan
+            spreads.append(Spread(task, headline[0][0], max(means) - min(means), pooled))
+    return spreads
+
+
+def most_different(spreads: list[Spread]) -> Spread | None:
+    """The largest spread relative to the pooled seed std; by the spread itself when no task has a seed std."""
+    with_noise = [s for s in spreads if not math.isnan(s.ratio)]
+    if with_noise:
+        return max(with_noise, key=lambda s: s.ratio)
+    return max(spreads, key=lambda s: s.spread, default=None)
+
+
+def layer_figure(path: Path, models: list[ModelResult], colors: dict[str, str]) -> bool:
+    """Every retrieval set (accuracy@1) and every alignment set (AER) as panels of one figure, one line per model;
+    False (and no file) when no model has a probe."""
+    panels: dict[str, dict[str, tuple[list[int], list[float]]]] = {}
+    for kind, key, label in (("retrieval", "average", "accuracy@1 (%)"), ("alignment", "aer", "AER (%, lower is better)")):
+        for m in models:
+            for name, entry in m.data.get(kind, {}).items():
+                values = [number(v) * 100 for v in entry[key]]
+                panels.setdefault(f"{kind} {name}: {label}", {})[m.name] = (entry["layers"], values)
+    if not panels:
+        return False
+    plots.layer_curves(path, "Retrieval and word alignment against layer", "percent", panels, colors)
+    return True
+
+
+def language_bars(path: Path, task: str, models: list[ModelResult], colors: dict[str, str]) -> None:
+    """One bar group per language, one bar per model (± the seed std) for one task."""
+    entries = {m.name: m.data["tasks"][task] for m in models if task in m.data.get("tasks", {})}
+    scale = _percent_scale(list(entries.values()))
+    bars = {model: {lang: (number(s.get("mean")) * scale,
+                           number(s.get("std")) * scale if _n_seeds(t) > 1 and s.get("std") is not None else 0.0)
+                    for lang, s in t.get("per_language", {}).items()} for model, t in entries.items()}
+    metric = next(iter(entries.values())).get("metric", "score")
+    plots.task_bars(path, f"{task}: {metric} per language, by method", f"{metric}{' (%)' if scale == 100 else ''}",
+                    _task_languages(entries), bars, colors)
+
+
+def comparison_section(models: list[ModelResult], control: str, fig_dir: Path, colors: dict[str, str]) -> Section:
+    """The section for final `models` with `control` (one of their names) as the control."""
+    ordered = sorted(models, key=lambda m: m.name != control)  # stable: the others keep the report's order
+    scores, differences = comparison_tables(ordered, control)
+    blocks: list = [
+        Text(f"Every method's final model against the control, {control} (the run config's `report.control`). "
+             "Headline numbers: for zero-shot (and translate-train) tasks the average over the target languages and "
+             "the source language's score; for supervised tasks the average over languages; for translation BLEU "
+             "and chrF averaged over the language pairs; for retrieval accuracy@1 at the last layer and at each "
+             "model's best layer; for word alignment the AER at each model's best layer. Cells are mean ± std over "
+             "fine-tuning seeds (the probes are deterministic: no std); – marks missing data. A difference is "
+             "bold when it exceeds the combined seed std, sqrt(std_model² + std_control²), which needs two or "
+             "more seeds on both sides."),
+        scores, differences]
+    if layer_figure(fig_dir / LAYERS_FIGURE, ordered, colors):
+        blocks.append(Figure(LAYERS_FIGURE, "retrieval accuracy@1 and AER against layer, all methods"))
+    spreads = task_spreads(ordered)
+    chosen = most_different(spreads)
+    if chosen is not None:
+        name = f"comparison_{_slug(chosen.task)}.png"
+        language_bars(fig_dir / name, chosen.task, ordered, colors)
+        measure = (f"{chosen.ratio:.1f} times the pooled seed std" if not math.isnan(chosen.ratio)
+                   else f"{chosen.spread:.1f} (no task has a seed std)")
+        blocks += [
+            Text(f"Per language: {chosen.task}, the task where the methods differ most, i.e. whose headline number "
+                 "(target average; average; BLEU) spreads most across the models (max − min) relative to the pooled "
+                 "seed std (root mean square of the models' stds; the spread itself when no task has seeds). "
+                 f"Here the spread is {measure}."),
+            Figure(name, f"{chosen.task} per language, by method"),
+            Table(["task", "headline", "spread", "pooled seed std", "spread / std"],
+                  [[s.task, s.column, f"{s.spread:.1f}", DASH if math.isnan(s.pooled_std) else f"{s.pooled_std:.1f}",
+                    DASH if math.isnan(s.ratio) else f"{s.ratio:.1f}"] for s in spreads],
+                  {(spreads.index(chosen), c) for c in range(5)}, "Spread of each task's headline number across "
+                  "the models; the chosen task in bold.", text_columns=2)]
+    return Section(TITLE, blocks)
+
+
+def _find_control(models: list[ModelResult], control: str, run: Path) -> str | None:
+    """The report name of the control model: its model name or variant (as the first run names it when two runs
+    have models of the same name and the report prefixes them with the run directory)."""
+    for wanted in (control, f"{run.name}/{control}"):
+        for m in models:
+            if wanted in (m.name, m.variant):
+                return m.name
+    return None
+
+
+def comparison_sections(models: list[ModelResult], run: Path, fig_dir: Path,
+                        colors: dict[str, str] | None = None) -> list[Section]:
+    """The comparison section when `run`'s config sets `report.control` and there are results; a ConfigError when
+    the control is no evaluated model. `colors` (model name -> colour) defaults to the report's palette."""
+    control = report_config(run).control
+    if control is None or not models:
+        return []
+    name = _find_control(models, control, run)
+    if name is None:
+        raise ConfigError(f"{run / 'config.yaml'}: report.control {control!r} names no evaluated model (final models: "
+                          f"{', '.join(m.name for m in models)}); evaluate it or change report.control")
+    colors = colors if colors is not None else plots.colors_for([m.name for m in models])
+    return [comparison_section(models, name, fig_dir, colors)]
