@@ -379,11 +379,12 @@ def write_report(run_dirs: list[Path], out_dir: Path | None = None) -> dict:
                            f"{', '.join(map(str, runs))}; run `metaxlm evaluate CONFIG` first")
     out = Path(out_dir) if out_dir is not None else runs[0] / "report"
     final = final_models(results)
+    from metaxlm.report.findings import findings_section  # not at the top: findings.py imports this module
     with atomic_dir(out / "figures") as fig_dir:  # figures of an earlier report never linger beside new ones
         sections = ((_overview(results, final) if results else []) + _task_sections(final, fig_dir)
                     + _curve_sections(final, fig_dir) + _feature_sections(final, fig_dir) + _steps_section(results, fig_dir)
                     + _transfer_sections(final, fig_dir) + _pretraining_sections(runs, fig_dir)
-                    + _notes_section(results, runs))
+                    + findings_section(runs[0], results, out) + _notes_section(results, runs))
         html = render_html(TITLE, sections, fig_dir)
     figures = [out / "figures" / b.file for s in sections for b in s.blocks if isinstance(b, Figure)]
     atomic_write_text(out / "report.md", render_markdown(TITLE, sections))
