@@ -288,7 +288,7 @@ class ReportConfig(Strict):
     # None: no comparison section.
     control: str | None = None
     # The MetaXLM paper's findings checked in direction (report/findings.py): role -> model name of this run, roles
-    # xlm, body, emb, both, both_dict, frozen, distill (a finding whose roles are missing is left out).
+    # xlm, body, emb, both, both_dict, frozen, distill (a finding whose roles are missing is listed as not run).
     findings: dict[str, str] = Field(default_factory=dict)
 
 

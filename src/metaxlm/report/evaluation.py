@@ -379,11 +379,13 @@ def write_report(run_dirs: list[Path], out_dir: Path | None = None) -> dict:
                            f"{', '.join(map(str, runs))}; run `metaxlm evaluate CONFIG` first")
     out = Path(out_dir) if out_dir is not None else runs[0] / "report"
     final = final_models(results)
-    from metaxlm.report.comparison import comparison_sections  # here: comparison.py builds on this module
+    # not at the top: comparison.py and findings.py build on this module's helpers
+    from metaxlm.report.comparison import comparison_sections
+    from metaxlm.report.findings import findings_section
 
     with atomic_dir(out / "figures") as fig_dir:  # figures of an earlier report never linger beside new ones
-        sections = ((_overview(results, final) if results else []) + comparison_sections(final, runs[0], fig_dir)
-                    + _task_sections(final, fig_dir)
+        sections = ((_overview(results, final) if results else []) + findings_section(runs[0], results, out)
+                    + comparison_sections(final, runs[0], fig_dir) + _task_sections(final, fig_dir)
                     + _curve_sections(final, fig_dir) + _feature_sections(final, fig_dir) + _steps_section(results, fig_dir)
                     + _transfer_sections(final, fig_dir) + _pretraining_sections(runs, fig_dir)
                     + _notes_section(results, runs))

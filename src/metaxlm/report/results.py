@@ -128,13 +128,13 @@ def report_config(run: Path) -> ReportConfig:
     try:
         tree = yaml.safe_load(path.read_text(encoding="utf-8")) or {}
     except (OSError, yaml.YAMLError) as err:
-        raise DataError(f"{path}: cannot read the run's config: {err}") from None
+        raise DataError(path, None, f"cannot read the run's config: {err}") from None
     section = tree.get("report") if isinstance(tree, dict) else None
     try:
         return ReportConfig.model_validate(section or {})
     except ValidationError as err:
-        raise DataError(f"{path}: report section: {err.errors()[0]['msg']} at "
-                        f"{'.'.join(str(p) for p in err.errors()[0]['loc'])}") from None
+        raise DataError(path, None, f"report section: {err.errors()[0]['msg']} at "
+                                    f"{'.'.join(str(p) for p in err.errors()[0]['loc'])}") from None
 
 
 def collect_results(run_dirs: list[Path]) -> list[ModelResult]:

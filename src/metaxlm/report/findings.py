@@ -1,0 +1,442 @@
+"""The MetaXLM paper's findings (Chi et al. 2021, arXiv 2109.11129), checked in direction on one run.
+
+A run names its models in `report.findings` (role -> model name; roles in ROLES). Each finding compares two roles'
+models and gets a verdict; the report shows one table row per finding (per task or probe set where it applies) and
+`findings.json` beside report.md holds the same rows with their numbers. Only directions are checked, never sizes:
+metaxlm's runs are far smaller than the paper's.
+
+Verdicts for two scores measured as mean ± std over fine-tuning seeds (`compare`); an interval is [mean − std,
+mean + std], a single point when std is 0 or NaN (one seed), and touching intervals overlap:
+  - "greater" / "less": `reproduced` when the claim holds and the intervals do not overlap; `not reproduced` when
+    the opposite holds and they do not overlap; `inconclusive` when they overlap.
+  - "about equal": `reproduced` when the intervals overlap, `not reproduced` when they do not. When neither side
+    has a spread (one seed each) the intervals are points that almost never meet, so the claim cannot be judged:
+    `reproduced` for identical means, else `inconclusive`.
+  - `no data` when a mean is missing (NaN/null).
+Per-layer claims on deterministic probes (`compare_layers`; no seeds, so no intervals): the considered layers are
+those both models have a value for (minus the excluded ones); the claim is checked strictly at each. `reproduced`
+when it holds at every considered layer, `not reproduced` when it fails at more than half of them, `inconclusive`
+otherwise, `no data` without a considered layer. The row shows at how many layers it holds.
+The checkpoint claim (`compare_gap_trends`, paper Fig. 5 and Sec. 5.1: "METAXLM starts with a high transfer gap
+but continually reduces the gap", while XLM's gap "has a fast increase" and then stays): on the transfer_gap of
+each variant's checkpoint models (results with a step; at least two), MetaXLM's gap at its last checkpoint is
+below its first ("less" above) and XLM's gap at its last checkpoint is above its first ("greater" above).
+`reproduced` when both parts are, `not reproduced` when either part is not, `no data` when either lacks data,
+else `inconclusive`. Departure: the paper's text gives the two trends but not which gap ends lower, so the final
+ordering is shown but not judged.
+
+Which numbers: the zero-shot findings use each task's `target_average` (mean over the non-source languages), for
+every task both models ran zero-shot; the paper's Table 1 averages over all test languages, English included.
+Tables 3-5 print no average: the paper figure shown is our mean of their five task columns (F1 for QA).
+A finding whose role is not configured, or whose model has no results in the run, is listed as `not run`; a
+finding whose models lack the data (task, probe set, checkpoints) gets `no data`. Without any `report.findings`
+the report has no findings section and no findings.json.
+
+Not checked: the paper's Table 5 gives no consistent direction for initializing one component against none
+(Body 47.5, Emb 50.2, None 49.9 on average; "slight improvements on TyDiQA and PAWS-X, but harms the results on
+the other three tasks"), so "Body > None" is not a finding of the paper; Both above Body and above Emb is.
+"""
+
+from __future__ import annotations
+
+import math
+from collections import Counter
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from metaxlm.errors import DataError
+from metaxlm.io import atomic_write_json, json_safe
+from metaxlm.report.document import Bullets, Section, Table, Text
+from metaxlm.report.evaluation import DASH, _cell, _n_seeds, _percent_scale  # scores shown as in task tables
+from metaxlm.report.results import ModelResult, number, report_config
+
+REPRODUCED, NOT_REPRODUCED, INCONCLUSIVE, NO_DATA, NOT_RUN = (
+    "reproduced", "not reproduced", "inconclusive", "no data", "not run")
+VERDICTS = (REPRODUCED, NOT_REPRODUCED, INCONCLUSIVE, NO_DATA, NOT_RUN)
+GREATER, LESS, ABOUT_EQUAL = "greater", "less", "about equal"
+
+ROLE_LABELS = {"xlm": "XLM", "body": "Body init", "emb": "Emb init", "both": "MetaXLM", "both_dict": "MetaXLM+Dict",
+               "frozen": "MetaXLM frozen body", "distill": "XLM+KD"}
+ROLES = tuple(ROLE_LABELS)
+
+TITLE = "The MetaXLM paper's findings, checked in direction"
+
+
+# -- verdicts ------------------------------------------------------------------------------------------------
+
+@dataclass(frozen=True)
+class Measurement:
+    """A score as mean ± std over fine-tuning seeds; NaN mean = missing, NaN std = one seed (no spread)."""
+
+    mean: float
+    std: float = 0.0
+
+    @classmethod
+    def of(cls, stat: dict | None) -> Measurement:
+        """From a results.json {"mean", "std"} entry (null -> NaN; no entry -> missing)."""
+        stat = stat or {}
+        return cls(number(stat.get("mean")), number(stat.get("std")))
+
+    @property
+    def missing(self) -> bool:
+        return math.isnan(self.mean)
+
+    @property
+    def spread(self) -> float:
+        return 0.0 if math.isnan(self.std) else abs(self.std)
+
+    @property
+    def low(self) -> float:
+        return self.mean - self.spread
+
+    @property
+    def high(self) -> float:
+        return self.mean + self.spread
+
+    def overlaps(self, other: Measurement) -> bool:
+        return self.low <= other.high and other.low <= self.high
+
+
+def _holds(a: float, b: float, claim: str) -> bool:
+    return a > b if claim == GREATER else a < b
+
+
+def compare(a: Measurement, b: Measurement, claim: str) -> str:
+    """The verdict on "a is `claim` than b" (GREATER, LESS or ABOUT_EQUAL): rules in the module docstring."""
+    if claim not in (GREATER, LESS, ABOUT_EQUAL):
+        raise ValueError(f"compare: unknown claim {claim!r}")
+    if a.missing or b.missing:
+        return NO_DATA
+    overlap = a.overlaps(b)
+    if claim == ABOUT_EQUAL:
+        if a.spread == 0 and b.spread == 0 and a.mean != b.mean:
+            return INCONCLUSIVE  # two single points: no seed spread to say what "about" is
+        return REPRODUCED if overlap else NOT_REPRODUCED
+    if overlap:
+        return INCONCLUSIVE
+    return REPRODUCED if _holds(a.mean, b.mean, claim) else NOT_REPRODUCED
+
+
+@dataclass(frozen=True)
+class LayerComparison:
+    verdict: str
+    holds_at: list[int]   # considered layers where the claim holds
+    considered: list[int]  # layers both models have a value for, minus the excluded ones
+
+
+def compare_layers(a: dict[int, float], b: dict[int, float], claim: str,
+                   exclude: tuple[int, ...] = ()) -> LayerComparison:
+    """The verdict on "a is `claim` (GREATER or LESS) than b at every layer" for a deterministic probe (layer ->
+    score, NaN = missing): reproduced at every considered layer, not reproduced when it fails at more than half."""
+    if claim not in (GREATER, LESS):
+        raise ValueError(f"compare_layers: claim must be {GREATER!r} or {LESS!r}, not {claim!r}")
+    considered = sorted(layer for layer in a.keys() & b.keys()
+                        if layer not in exclude and not math.isnan(a[layer]) and not math.isnan(b[layer]))
+    holds_at = [layer for layer in considered if _holds(a[layer], b[layer], claim)]
+    if not considered:
+        verdict = NO_DATA
+    elif len(holds_at) == len(considered):
+        verdict = REPRODUCED
+    elif 2 * (len(considered) - len(holds_at)) > len(considered):
+        verdict = NOT_REPRODUCED
+    else:
+        verdict = INCONCLUSIVE
+    return LayerComparison(verdict, holds_at, considered)
+
+
+def combine(verdicts: list[str]) -> str:
+    """Several parts of one claim: no data if any part has none, not reproduced if any part is not, reproduced
+    if all are, else inconclusive."""
+    for decisive in (NO_DATA, NOT_REPRODUCED):
+        if decisive in verdicts:
+            return decisive
+    return REPRODUCED if all(v == REPRODUCED for v in verdicts) else INCONCLUSIVE
+
+
+Series = list[tuple[int, Measurement]]  # (pretraining step, transfer gap) per checkpoint, by step
+
+
+def compare_gap_trends(metaxlm: Series, xlm: Series) -> tuple[str, str, str]:
+    """(verdict, MetaXLM part, XLM part) of Fig. 5: MetaXLM's gap falls from its first to its last checkpoint and
+    XLM's rises; each series needs two checkpoints."""
+    def trend(series: Series, claim: str) -> str:
+        return compare(series[-1][1], series[0][1], claim) if len(series) >= 2 else NO_DATA
+
+    falls, rises = trend(metaxlm, LESS), trend(xlm, GREATER)
+    return combine([falls, rises]), falls, rises
+
+
+# -- the paper's numbers -------------------------------------------------------------------------------------
+
+TABLE1_TASKS = ("POS", "NER", "XQuAD", "MLQA", "TyDiQA", "XNLI", "PAWS-X")
+# Table 1 (cross-lingual transfer, 5 seeds): per task as printed (QA: F1 of "F1 / EM"), and the printed Avg
+# (which counts QA as the mean of F1 and EM).
+TABLE1 = {"xlm": ((63.8, 51.0, 47.3, 39.9, 26.8, 57.9, 77.8), 49.2),
+          "both": ((63.7, 54.0, 57.9, 51.5, 39.7, 64.6, 83.2), 55.7),
+          "both_dict": ((67.4, 55.0, 64.4, 57.0, 44.4, 67.2, 84.2), 59.3)}
+ABLATION_TASKS = ("XQuAD", "MLQA", "TyDiQA", "XNLI", "PAWS-X")  # QA: F1
+# Tables 3-5 share the XLM (= Table 5's None) and MetaXLM (= Both) rows.
+ABLATIONS = {"xlm": (47.3, 39.9, 26.8, 57.9, 77.8),
+             "both": (57.9, 51.5, 39.7, 64.6, 83.2),
+             "body": (43.5, 38.0, 28.4, 51.3, 76.1),     # Table 5
+             "emb": (46.8, 39.4, 31.4, 55.7, 77.9),      # Table 5
+             "frozen": (45.2, 41.1, 30.0, 53.8, 81.7),   # Table 4, "+freezing"
+             "distill": (47.3, 40.4, 27.7, 57.9, 78.3)}  # Table 3, "XLM+KD"
+
+
+def _in_direction(a: tuple, b: tuple, claim: str) -> str:
+    if claim == ABOUT_EQUAL:
+        return f"within {max(abs(x - y) for x, y in zip(a, b, strict=True)):.1f} on every task"
+    word = "higher" if claim == GREATER else "lower"
+    return f"{word} on {sum(_holds(x, y, claim) for x, y in zip(a, b, strict=True))} of {len(a)} tasks"
+
+
+def table1_figure(a: str, b: str, claim: str) -> str:
+    (scores_a, avg_a), (scores_b, avg_b) = TABLE1[a], TABLE1[b]
+    return f"Avg {avg_a:.1f} vs {avg_b:.1f}; {_in_direction(scores_a, scores_b, claim)}"
+
+
+def ablation_mean(role: str) -> float:
+    """A Table 3-5 row's mean over its five tasks (the paper prints none)."""
+    return sum(ABLATIONS[role]) / len(ABLATIONS[role])
+
+
+def ablation_figure(a: str, b: str, claim: str) -> str:
+    return (f"{ablation_mean(a):.1f} vs {ablation_mean(b):.1f} (mean of {', '.join(ABLATION_TASKS)}); "
+            f"{_in_direction(ABLATIONS[a], ABLATIONS[b], claim)}")
+
+
+# -- the findings --------------------------------------------------------------------------------------------
+
+@dataclass(frozen=True)
+class Finding:
+    claim: str     # as the report states it
+    a: str         # role whose model is claimed `direction` than b's
+    b: str
+    direction: str  # GREATER, LESS or ABOUT_EQUAL (checkpoints: how a's gap moves; b's moves the other way)
+    kind: str      # "tasks" (zero-shot target average), "retrieval", "alignment" (per layer), "checkpoints"
+    source: str    # where in the paper
+    paper: str     # the paper's figure
+
+
+FINDINGS = (
+    Finding("zero-shot transfer: MetaXLM above XLM", "both", "xlm", GREATER, "tasks", "Table 1",
+            table1_figure("both", "xlm", GREATER)),
+    Finding("zero-shot transfer: MetaXLM+Dict above MetaXLM", "both_dict", "both", GREATER, "tasks", "Table 1",
+            table1_figure("both_dict", "both", GREATER)),
+    Finding("sentence retrieval acc@1: MetaXLM above XLM at every layer", "both", "xlm", GREATER, "retrieval",
+            "Fig. 3", "figure only"),
+    Finding("word alignment AER: MetaXLM below XLM at every layer but 0", "both", "xlm", LESS, "alignment",
+            "Fig. 4", "figure only"),
+    Finding("initialization: Both above Emb only", "both", "emb", GREATER, "tasks", "Table 5",
+            ablation_figure("both", "emb", GREATER)),
+    Finding("initialization: Both above Body only", "both", "body", GREATER, "tasks", "Table 5",
+            ablation_figure("both", "body", GREATER)),
+    Finding("frozen body below full training (MetaXLM)", "frozen", "both", LESS, "tasks", "Table 4",
+            ablation_figure("frozen", "both", LESS)),
+    Finding("distillation (XLM+KD) about equal to XLM", "distill", "xlm", ABOUT_EQUAL, "tasks", "Table 3",
+            ablation_figure("distill", "xlm", ABOUT_EQUAL)),
+    Finding("transfer gap across checkpoints: MetaXLM's falls, XLM's rises", "both", "xlm", LESS, "checkpoints",
+            "Fig. 5", "figure only"),
+)
+
+
+@dataclass
+class Check:
+    """One row: a finding on one task or probe set (`on`), this run's figure and the verdict."""
+
+    finding: Finding
+    on: str
+    measured: str
+    verdict: str
+    models: dict[str, str]                      # role -> model name
+    numbers: dict = field(default_factory=dict)  # for findings.json (raw scores, as in results.json)
+
+    def as_json(self) -> dict:
+        f = self.finding
+        return json_safe({"finding": f.claim, "source": f.source, "claim": {"a": f.a, "direction": f.direction,
+                                                                            "b": f.b},
+                          "on": self.on, "models": self.models, "paper": f.paper, "measured": self.measured,
+                          "verdict": self.verdict, "numbers": self.numbers})
+
+
+def _zero_shot_tasks(model: ModelResult) -> dict[str, dict]:
+    return {name: task for name, task in model.data.get("tasks", {}).items()
+            if task.get("scenario") == "zero_shot" and task.get("target_average") is not None}
+
+
+def _check_tasks(finding: Finding, a: ModelResult, b: ModelResult, models: dict) -> list[Check]:
+    tasks_a, tasks_b = _zero_shot_tasks(a), _zero_shot_tasks(b)
+    shared = [name for name in tasks_a if name in tasks_b]
+    if not shared:
+        return [Check(finding, "zero-shot tasks", "no zero-shot task with a target average in both", NO_DATA,
+                      models)]
+    checks = []
+    for name in shared:
+        task_a, task_b = tasks_a[name], tasks_b[name]
+        scale = _percent_scale([task_a, task_b])
+        cells = [_cell(t["target_average"], _n_seeds(t), scale)[0] for t in (task_a, task_b)]
+        seeds = " / ".join(dict.fromkeys(str(_n_seeds(t)) for t in (task_a, task_b)))
+        measured = f"{cells[0]} vs {cells[1]} ({seeds} seed(s))"
+        verdict = compare(Measurement.of(task_a["target_average"]), Measurement.of(task_b["target_average"]),
+                          finding.direction)
+        checks.append(Check(finding, f"{name} ({task_a.get('metric', 'score')}, target avg)", measured, verdict,
+                            models, {"a": task_a["target_average"], "b": task_b["target_average"]}))
+    return checks
+
+
+def _check_layers(finding: Finding, a: ModelResult, b: ModelResult, models: dict) -> list[Check]:
+    """Retrieval average accuracy@1 (higher) or AER (lower, layer 0 = embeddings excluded as in the paper)."""
+    kind, curve = finding.kind, "average" if finding.kind == "retrieval" else "aer"
+    probes_a, probes_b = a.data.get(kind, {}), b.data.get(kind, {})
+    shared = [name for name in probes_a if name in probes_b]
+    if not shared:
+        return [Check(finding, f"{kind} sets", f"no {kind} set in both", NO_DATA, models)]
+    exclude = (0,) if kind == "alignment" else ()
+    checks = []
+    for name in shared:
+        by_layer = [dict(zip(probes[name]["layers"], map(number, probes[name][curve]), strict=True))
+                    for probes in (probes_a, probes_b)]
+        result = compare_layers(*by_layer, finding.direction, exclude)
+        word = "higher" if finding.direction == GREATER else "lower"
+        measured = f"{word} at {len(result.holds_at)} of {len(result.considered)} layers"
+        if result.considered:
+            fails = [str(layer) for layer in result.considered if layer not in result.holds_at]
+            means = [sum(values[layer] for layer in result.considered) * 100 / len(result.considered)
+                     for values in by_layer]
+            measured += ((f" (not at {', '.join(fails)})" if fails else "")
+                         + f"; mean over layers {means[0]:.1f} vs {means[1]:.1f} (%)")
+        checks.append(Check(finding, f"{name} ({'acc@1' if kind == 'retrieval' else 'AER'})", measured,
+                            result.verdict, models,
+                            {"layers": result.considered, "holds_at": result.holds_at,
+                             "a": by_layer[0], "b": by_layer[1]}))
+    return checks
+
+
+def _checkpoints(model: ModelResult, run_results: list[ModelResult]) -> list[ModelResult]:
+    """The model's variant's results with a pretraining step, by step (one per step)."""
+    by_step: dict[int, ModelResult] = {}
+    for r in run_results:
+        if r.variant == model.variant and r.step is not None:
+            by_step.setdefault(r.step, r)
+    return [by_step[step] for step in sorted(by_step)]
+
+
+def _gap_entries(checkpoints: list[ModelResult], task: str) -> list[tuple[int, dict]]:
+    """(step, the zero-shot task's entry) at each checkpoint whose entry has a transfer gap."""
+    entries = [(r.step, _zero_shot_tasks(r).get(task) or {}) for r in checkpoints]
+    return [(step, entry) for step, entry in entries if entry.get("transfer_gap") is not None]
+
+
+def _trend_text(points: list[tuple[int, dict]], scale: float) -> str:
+    (first_step, first), (last_step, last) = points[0], points[-1]
+    cells = [_cell(entry["transfer_gap"], _n_seeds(entry), scale)[0] for entry in (first, last)]
+    return f"{cells[0]} → {cells[1]} (step {first_step} → {last_step})"
+
+
+def _check_checkpoints(finding: Finding, a: ModelResult, b: ModelResult, models: dict,
+                       run_results: list[ModelResult]) -> list[Check]:
+    checkpoints = {"a": _checkpoints(a, run_results), "b": _checkpoints(b, run_results)}
+    tasks = [task for task in dict.fromkeys(t for r in checkpoints["a"] for t in r.data.get("tasks", {}))
+             if all(len(_gap_entries(side, task)) >= 2 for side in checkpoints.values())]
+    if not tasks:
+        return [Check(finding, "checkpoints", "no task with a transfer gap at two or more checkpoints of both",
+                      NO_DATA, models)]
+    checks = []
+    for task in tasks:
+        entries = {side: _gap_entries(ckpts, task) for side, ckpts in checkpoints.items()}
+        series = {side: [(step, Measurement.of(entry["transfer_gap"])) for step, entry in points]
+                  for side, points in entries.items()}
+        verdict, falls, rises = compare_gap_trends(series["a"], series["b"])
+        scale = _percent_scale([entry for points in entries.values() for _, entry in points])
+        trends = {side: _trend_text(points, scale) for side, points in entries.items()}
+        measured = (f"{ROLE_LABELS[finding.a]} gap {trends['a']}: falls {falls}; "
+                    f"{ROLE_LABELS[finding.b]} gap {trends['b']}: rises {rises}")
+        checks.append(Check(finding, f"{task} (transfer gap)", measured, verdict, models,
+                            {side: [[step, m.mean, m.std] for step, m in points] for side, points in series.items()}
+                            | {"parts": {"a_falls": falls, "b_rises": rises}}))
+    return checks
+
+
+def run_roles(run: Path) -> dict[str, str]:
+    """role -> model name from the `report.findings` of `run`'s config.yaml ({} without one)."""
+    roles = report_config(run).findings
+    unknown = sorted(set(roles) - set(ROLES))
+    if unknown:
+        raise DataError(run / "config.yaml", None, f"report.findings: unknown role(s) {', '.join(unknown)} "
+                                                   f"(roles: {', '.join(ROLES)})")
+    return roles
+
+
+def check_findings(roles: dict[str, str], run_results: list[ModelResult]) -> list[Check]:
+    """Every finding on the models `roles` names (a role names a results.json's model_name) among the results of
+    one run; [] without roles."""
+    if not roles:
+        return []
+    by_model_name = {r.data["model_name"]: r for r in run_results}
+    checks = []
+    for finding in FINDINGS:
+        pair = (finding.a, finding.b)
+        models = {role: roles[role] for role in pair if role in roles}
+        missing = [f"role {role} not set" if role not in roles else f"no results for {roles[role]}"
+                   for role in pair if roles.get(role) not in by_model_name]
+        if missing:
+            checks.append(Check(finding, DASH, "; ".join(missing), NOT_RUN, models))
+            continue
+        a, b = by_model_name[roles[finding.a]], by_model_name[roles[finding.b]]
+        if finding.kind == "tasks":
+            checks += _check_tasks(finding, a, b, models)
+        elif finding.kind in ("retrieval", "alignment"):
+            checks += _check_layers(finding, a, b, models)
+        else:
+            checks += _check_checkpoints(finding, a, b, models, run_results)
+    return checks
+
+
+RULES = [
+    "Seeds: each score is an interval mean ± std over fine-tuning seeds (a point for one seed). "
+    "Greater/less: reproduced when the claim holds and the intervals do not overlap, not reproduced when the "
+    "opposite holds and they do not overlap, inconclusive when they overlap. About equal: reproduced when they "
+    "overlap, not reproduced when they do not; with one seed on both sides, inconclusive unless the means are "
+    "identical.",
+    "Layers (retrieval, AER; deterministic): reproduced when the claim holds at every layer both models have "
+    "(AER: layer 0, the embeddings, left out as in the paper), not reproduced when it fails at more than half of "
+    "them, inconclusive otherwise.",
+    "Checkpoints (Fig. 5): MetaXLM's transfer gap at its last checkpoint below its first and XLM's above its "
+    "first, each judged by the seed rule; reproduced when both parts are, not reproduced when either is not.",
+    "Zero-shot findings compare each task's average over the target languages (the paper's Table 1 averages all "
+    "test languages, English included). Tables 3-5 print no average: their figure here is the mean of their five "
+    "task columns (QA: F1). not run: a role is not set or its model has no results; no data: the models lack the "
+    "task, probe or checkpoints.",
+    "Not checked: one-component initialization against none, for which Table 5 shows no consistent direction "
+    f"(Body {ablation_mean('body'):.1f}, Emb {ablation_mean('emb'):.1f}, None {ablation_mean('xlm'):.1f} on "
+    "average).",
+]
+
+
+def findings_section(run: Path, results: list[ModelResult], out_dir: Path) -> list[Section]:
+    """The findings section of the report on `run`'s results (none when its config names no roles), and
+    `out_dir/findings.json` beside report.md (removed when there are no findings, so it never describes an
+    older report)."""
+    roles = run_roles(run)
+    checks = check_findings(roles, [r for r in results if r.path.is_relative_to(run / "eval")])
+    path = Path(out_dir) / "findings.json"
+    if not checks:
+        path.unlink(missing_ok=True)
+        return []
+    counts = Counter(c.verdict for c in checks)
+    summary = {v: counts[v] for v in VERDICTS if counts[v]}
+    atomic_write_json(path, {"run": str(run), "roles": roles, "summary": summary,
+                             "findings": [c.as_json() for c in checks]})
+    rows = [[c.finding.claim, c.on, f"{c.finding.source}: {c.finding.paper}", c.measured, c.verdict]
+            for c in checks]
+    return [Section(TITLE, [
+        Text("Each finding of the MetaXLM paper is checked in direction only (this run is far smaller than the "
+             "paper's) on the models the run's `report.findings` names: "
+             + ", ".join(f"{ROLE_LABELS[role]} = `{name}`" for role, name in roles.items()) + "."),
+        Table(["finding", "on", "paper", "this run", "verdict"], rows, text_columns=5,
+              caption="This run: mean ± std over fine-tuning seeds (std left out for one seed), scores in percent "
+                      "as in the task tables."),
+        Text("Verdicts: " + ", ".join(f"{n} {v}" for v, n in summary.items()) + " (also in `findings.json`). "
+             "Rules:"),
+        Bullets(RULES)])]

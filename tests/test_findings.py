@@ -1,0 +1,279 @@
+import html
+import json
+import math
+import statistics
+from pathlib import Path
+
+import pytest
+
+from metaxlm.errors import DataError
+from metaxlm.report.evaluation import write_report
+from metaxlm.report.findings import (
+    ABOUT_EQUAL,
+    GREATER,
+    INCONCLUSIVE,
+    LESS,
+    NO_DATA,
+    NOT_REPRODUCED,
+    NOT_RUN,
+    REPRODUCED,
+    TITLE,
+    Measurement,
+    ablation_figure,
+    check_findings,
+    combine,
+    compare,
+    compare_gap_trends,
+    compare_layers,
+    table1_figure,
+)
+from metaxlm.report.results import ModelResult
+
+M = Measurement
+
+
+# -- the verdict rules ---------------------------------------------------------------------------------------
+
+@pytest.mark.parametrize(("a", "b", "claim", "verdict"), [
+    (M(0.70, 0.01), M(0.60, 0.01), GREATER, REPRODUCED),
+    (M(0.60, 0.01), M(0.70, 0.01), GREATER, NOT_REPRODUCED),
+    (M(0.62, 0.02), M(0.60, 0.01), GREATER, INCONCLUSIVE),   # holds, but the intervals overlap
+    (M(0.62, 0.01), M(0.60, 0.01), GREATER, INCONCLUSIVE),   # touching intervals overlap
+    (M(0.60, 0.01), M(0.70, 0.01), LESS, REPRODUCED),
+    (M(0.70, 0.01), M(0.60, 0.01), LESS, NOT_REPRODUCED),
+    (M(0.70, 0.0), M(0.60, 0.0), GREATER, REPRODUCED),       # one seed each: points
+    (M(0.70, math.nan), M(0.69, math.nan), GREATER, REPRODUCED),  # NaN std = one seed = a point
+    (M(0.60, 0.0), M(0.60, 0.0), GREATER, INCONCLUSIVE),
+    (M(0.61, 0.02), M(0.60, 0.01), ABOUT_EQUAL, REPRODUCED),
+    (M(0.70, 0.01), M(0.60, 0.01), ABOUT_EQUAL, NOT_REPRODUCED),
+    (M(0.60, 0.0), M(0.60, 0.0), ABOUT_EQUAL, REPRODUCED),
+    (M(0.61, 0.0), M(0.60, 0.0), ABOUT_EQUAL, INCONCLUSIVE),  # two single points: no spread to judge "about"
+    (M(0.61, 0.0), M(0.60, 0.02), ABOUT_EQUAL, REPRODUCED),   # a point inside the other's interval
+    (M(0.70, 0.0), M(0.60, 0.02), ABOUT_EQUAL, NOT_REPRODUCED),
+    (M(math.nan, math.nan), M(0.60, 0.01), GREATER, NO_DATA),
+    (M(0.60, 0.01), M(math.nan), ABOUT_EQUAL, NO_DATA),
+])
+def test_compare(a, b, claim, verdict):
+    assert compare(a, b, claim) == verdict
+
+
+def test_measurement_from_results_entries():
+    assert M.of({"mean": 0.5, "std": None}) == M(0.5, math.nan)
+    assert M.of({"mean": None, "std": None}).missing and M.of(None).missing
+    assert compare(M.of(None), M.of({"mean": 0.5, "std": 0.0}), LESS) == NO_DATA
+    with pytest.raises(ValueError, match="unknown claim"):
+        compare(M(1.0), M(0.0), "bigger")
+
+
+def test_compare_layers():
+    layers = [0, 1, 2, 3]
+    base = dict.fromkeys(layers, 0.5)
+    every = compare_layers({0: 0.6, 1: 0.7, 2: 0.8, 3: 0.6}, base, GREATER)
+    assert (every.verdict, every.holds_at, every.considered) == (REPRODUCED, layers, layers)
+    # Fails at more than half of the layers: not reproduced; at exactly half: inconclusive. Ties do not hold.
+    assert compare_layers({0: 0.6, 1: 0.4, 2: 0.5, 3: 0.4}, base, GREATER).verdict == NOT_REPRODUCED
+    half = compare_layers({0: 0.6, 1: 0.6, 2: 0.5, 3: 0.4}, base, GREATER)
+    assert (half.verdict, half.holds_at) == (INCONCLUSIVE, [0, 1])
+    # AER: lower at every layer but the excluded embedding layer 0.
+    aer = {0: 0.6, 1: 0.3, 2: 0.2, 3: 0.3}
+    assert compare_layers(aer, base, LESS).verdict == INCONCLUSIVE
+    assert compare_layers(aer, base, LESS, exclude=(0,)).considered == [1, 2, 3]
+    assert compare_layers(aer, base, LESS, exclude=(0,)).verdict == REPRODUCED
+    # Only layers both models have a value for count; none left: no data.
+    partial = compare_layers({1: 0.6, 2: math.nan, 5: 0.9}, base, GREATER)
+    assert (partial.verdict, partial.considered) == (REPRODUCED, [1])
+    assert compare_layers({7: 0.6}, base, GREATER).verdict == NO_DATA
+    with pytest.raises(ValueError):
+        compare_layers(base, base, ABOUT_EQUAL)
+
+
+def test_combine():
+    assert combine([REPRODUCED, REPRODUCED]) == REPRODUCED
+    assert combine([REPRODUCED, INCONCLUSIVE]) == INCONCLUSIVE
+    assert combine([INCONCLUSIVE, NOT_REPRODUCED]) == NOT_REPRODUCED
+    assert combine([NOT_REPRODUCED, NO_DATA]) == NO_DATA
+
+
+def test_checkpoint_rule():
+    falls = [(50, M(0.30, 0.01)), (75, M(0.25, 0.01)), (100, M(0.15, 0.01))]
+    rises = [(50, M(0.05, 0.01)), (100, M(0.20, 0.01))]
+    assert compare_gap_trends(falls, rises) == (REPRODUCED, REPRODUCED, REPRODUCED)
+    # Only the first and the last checkpoint count.
+    assert compare_gap_trends([falls[0], (75, M(0.4)), falls[2]], rises)[0] == REPRODUCED
+    # MetaXLM's gap grows: not reproduced, whatever XLM does.
+    assert compare_gap_trends(falls[::-1], rises)[:2] == (NOT_REPRODUCED, NOT_REPRODUCED)
+    # XLM's gap within the noise: inconclusive.
+    assert compare_gap_trends(falls, [(50, M(0.10, 0.05)), (100, M(0.12, 0.05))]) == (
+        INCONCLUSIVE, REPRODUCED, INCONCLUSIVE)
+    # One checkpoint is no trend.
+    assert compare_gap_trends(falls[:1], rises)[0] == NO_DATA
+
+
+def test_paper_figures():
+    assert table1_figure("both", "xlm", GREATER) == "Avg 55.7 vs 49.2; higher on 6 of 7 tasks"
+    assert table1_figure("both_dict", "both", GREATER) == "Avg 59.3 vs 55.7; higher on 7 of 7 tasks"
+    assert ablation_figure("both", "emb", GREATER) == ("59.4 vs 50.2 (mean of XQuAD, MLQA, TyDiQA, XNLI, PAWS-X); "
+                                                       "higher on 5 of 5 tasks")
+    assert ablation_figure("both", "body", GREATER).startswith("59.4 vs 47.5 ")
+    assert ablation_figure("frozen", "both", LESS) == ("50.4 vs 59.4 (mean of XQuAD, MLQA, TyDiQA, XNLI, PAWS-X); "
+                                                       "lower on 5 of 5 tasks")
+    assert ablation_figure("distill", "xlm", ABOUT_EQUAL).endswith("50.3 vs 49.9 (mean of XQuAD, MLQA, TyDiQA, "
+                                                                   "XNLI, PAWS-X); within 0.9 on every task")
+
+
+# -- the findings on constructed results ---------------------------------------------------------------------
+
+def _stat(runs: list[float]) -> dict:
+    return {"mean": statistics.mean(runs), "std": statistics.stdev(runs) if len(runs) > 1 else 0.0, "runs": runs}
+
+
+def _task(target: list[float], gap: list[float], scenario: str = "zero_shot") -> dict:
+    """A task entry: `target` and `gap` per seed (English = target + gap)."""
+    return {"type": "classification", "metric": "accuracy", "scenario": scenario, "source": "en",
+            "seeds": list(range(len(target))),
+            "per_language": {"en": _stat([t + g for t, g in zip(target, gap, strict=True)]), "de": _stat(target)},
+            "target_average": _stat(target), "transfer_gap": _stat(gap)}
+
+
+LAYERS = [0, 1, 2, 3]
+
+
+def _data(name: str, variant: str, step: int | None, target: list[float], gap: list[float],
+          retrieval: list | None = None, aer: list | None = None) -> dict:
+    data = {"model_name": name, "variant": variant, "step": step, "tasks": {"xnli": _task(target, gap)}}
+    if retrieval:
+        data["retrieval"] = {"tatoeba": {"layers": LAYERS, "average": retrieval}}
+    if aer:
+        data["alignment"] = {"de-en": {"method": "ot", "layers": LAYERS, "aer": aer}}
+    return data
+
+
+def _models() -> list[dict]:
+    """XLM and MetaXLM at a step-50 checkpoint and final (step 100); MetaXLM+Dict final only. MetaXLM above XLM
+    in target average, retrieval at every layer and AER at every layer but 0; MetaXLM's gap falls, XLM's rises."""
+    return [
+        _data("xlm@step50", "xlm", 50, [0.40, 0.42], [0.05, 0.06]),
+        _data("xlm", "xlm", 100, [0.50, 0.52], [0.20, 0.21], [0.10, 0.20, 0.30, 0.20], [0.50, 0.60, 0.55, 0.60]),
+        _data("metaxlm@step50", "metaxlm", 50, [0.55, 0.57], [0.30, 0.31]),
+        _data("metaxlm", "metaxlm", 100, [0.60, 0.62], [0.15, 0.16], [0.15, 0.30, 0.45, 0.30],
+              [0.55, 0.40, 0.35, 0.40]),
+        _data("metaxlm_dict", "metaxlm_dict", 100, [0.61, 0.63], [0.14, 0.15]),
+    ]
+
+
+def _results(models: list[dict]) -> list[ModelResult]:
+    return [ModelResult(d["model_name"], d["variant"], d["step"], d, Path(f"/run/eval/{d['model_name']}/results.json"))
+            for d in models]
+
+
+def _by_claim(checks) -> dict:
+    return {c.finding.claim: c for c in checks}
+
+
+def test_findings_on_constructed_results():
+    checks = check_findings({"xlm": "xlm", "both": "metaxlm", "both_dict": "metaxlm_dict"}, _results(_models()))
+    by_claim = _by_claim(checks)
+    assert len(checks) == 9  # one task, one retrieval and one alignment set: one row per finding
+    transfer = by_claim["zero-shot transfer: MetaXLM above XLM"]
+    assert (transfer.on, transfer.verdict) == ("xnli (accuracy, target avg)", REPRODUCED)
+    assert transfer.measured == "61.0 ± 1.4 vs 51.0 ± 1.4 (2 seed(s))"
+    assert transfer.models == {"both": "metaxlm", "xlm": "xlm"}
+    assert by_claim["zero-shot transfer: MetaXLM+Dict above MetaXLM"].verdict == INCONCLUSIVE  # 62 ± 1.4 vs 61 ± 1.4
+    retrieval = by_claim["sentence retrieval acc@1: MetaXLM above XLM at every layer"]
+    assert (retrieval.verdict, retrieval.measured) == (
+        REPRODUCED, "higher at 4 of 4 layers; mean over layers 30.0 vs 20.0 (%)")
+    aer = by_claim["word alignment AER: MetaXLM below XLM at every layer but 0"]
+    assert (aer.verdict, aer.numbers["layers"]) == (REPRODUCED, [1, 2, 3])
+    gap = by_claim["transfer gap across checkpoints: MetaXLM's falls, XLM's rises"]
+    assert gap.verdict == REPRODUCED
+    assert gap.measured == ("MetaXLM gap 30.5 ± 0.7 → 15.5 ± 0.7 (step 50 → 100): falls reproduced; "
+                            "XLM gap 5.5 ± 0.7 → 20.5 ± 0.7 (step 50 → 100): rises reproduced")
+    frozen = by_claim["frozen body below full training (MetaXLM)"]
+    assert (frozen.verdict, frozen.measured, frozen.on) == (NOT_RUN, "role frozen not set", "–")
+
+
+def test_findings_degenerate_cases():
+    models = _models()
+    # One seed (points), the other direction, a NaN target average, a role naming a model without results.
+    models[1]["tasks"]["xnli"] = _task([0.70], [0.0])
+    models[2]["tasks"]["xnli"] = _task([0.55], [0.30])  # a checkpoint with one seed (the final has two)
+    models[4]["tasks"]["xnli"]["target_average"] = {"mean": None, "std": None}
+    models.append({"model_name": "xlm@step75", "variant": "xlm", "step": 75, "tasks": {}})  # a checkpoint without it
+    roles = {"xlm": "xlm", "both": "metaxlm", "both_dict": "metaxlm_dict", "distill": "xlm_kd"}
+    by_claim = _by_claim(check_findings(roles, _results(models)))
+    transfer = by_claim["zero-shot transfer: MetaXLM above XLM"]
+    assert (transfer.verdict, transfer.measured) == (NOT_REPRODUCED, "61.0 ± 1.4 vs 70.0 (2 / 1 seed(s))")
+    dictionary = by_claim["zero-shot transfer: MetaXLM+Dict above MetaXLM"]
+    assert (dictionary.verdict, dictionary.measured) == (NO_DATA, "– vs 61.0 ± 1.4 (2 seed(s))")
+    distill = by_claim["distillation (XLM+KD) about equal to XLM"]
+    assert (distill.verdict, distill.measured) == (NOT_RUN, "no results for xlm_kd")
+    # The final XLM's gap (0.0) is now below its checkpoint's: XLM's gap does not rise.
+    gap = by_claim["transfer gap across checkpoints: MetaXLM's falls, XLM's rises"]
+    assert gap.verdict == NOT_REPRODUCED
+    assert gap.measured.startswith("MetaXLM gap 30.0 → 15.5 ± 0.7 (step 50 → 100): falls reproduced; XLM gap ")
+    assert gap.measured.endswith("(step 50 → 100): rises not reproduced")  # the step-75 checkpoint has no xnli
+
+
+def test_findings_without_the_data():
+    models = [m for m in _models() if m["step"] == 100]  # no checkpoints
+    models[0]["tasks"]["xnli"]["scenario"] = "supervised"  # not a zero-shot task
+    by_claim = _by_claim(check_findings({"xlm": "xlm", "both": "metaxlm"}, _results(models)))
+    assert by_claim["zero-shot transfer: MetaXLM above XLM"].verdict == NO_DATA
+    assert by_claim["transfer gap across checkpoints: MetaXLM's falls, XLM's rises"].verdict == NO_DATA
+    del models[0]["retrieval"]
+    by_claim = _by_claim(check_findings({"xlm": "xlm", "both": "metaxlm"}, _results(models)))
+    retrieval = by_claim["sentence retrieval acc@1: MetaXLM above XLM at every layer"]
+    assert (retrieval.verdict, retrieval.measured) == (NO_DATA, "no retrieval set in both")
+    assert check_findings({}, _results(models)) == []
+
+
+# -- in the report -------------------------------------------------------------------------------------------
+
+def _run(tmp_path: Path, report: str) -> Path:
+    run = tmp_path / "run"
+    run.mkdir()
+    (run / "config.yaml").write_text("variants:\n  xlm: {}\n  metaxlm: {}\n  metaxlm_dict: {}\n" + report)
+    for data in _models():
+        path = run / "eval" / data["model_name"] / "results.json"
+        path.parent.mkdir(parents=True)
+        path.write_text(json.dumps(data))
+    return run
+
+
+def test_report_has_the_findings_section_and_json(tmp_path):
+    run = _run(tmp_path, "report:\n  findings: {xlm: xlm, both: metaxlm, both_dict: metaxlm_dict}\n")
+    written = write_report([run])
+    md = written["markdown"].read_text()
+    assert f"## {TITLE}" in md
+    assert ("| zero-shot transfer: MetaXLM above XLM | xnli (accuracy, target avg) | Table 1: Avg 55.7 vs 49.2; "
+            "higher on 6 of 7 tasks | 61.0 ± 1.4 vs 51.0 ± 1.4 (2 seed(s)) | reproduced |") in md
+    assert "| initialization: Both above Emb only | – | Table 5: 59.4 vs 50.2" in md
+    assert "Verdicts: 4 reproduced, 1 inconclusive, 4 not run" in md
+    assert html.escape(TITLE) in written["html"].read_text()
+    findings = json.loads((written["markdown"].parent / "findings.json").read_text())
+    assert findings["roles"] == {"xlm": "xlm", "both": "metaxlm", "both_dict": "metaxlm_dict"}
+    assert findings["summary"] == {"reproduced": 4, "inconclusive": 1, "not run": 4}
+    first = findings["findings"][0]
+    assert (first["source"], first["verdict"], first["numbers"]["a"]["mean"]) == ("Table 1", "reproduced", 0.61)
+    assert first["claim"] == {"a": "both", "direction": "greater", "b": "xlm"}
+
+
+def test_report_without_roles_has_no_findings(tmp_path):
+    run = _run(tmp_path, "")
+    stale = run / "report" / "findings.json"
+    stale.parent.mkdir()
+    stale.write_text("{}")
+    md = write_report([run])["markdown"].read_text()
+    assert TITLE not in md and not stale.exists()
+
+
+def test_unknown_role_is_a_clear_error(tmp_path):
+    run = _run(tmp_path, "report:\n  findings: {metaxlm: metaxlm}\n")
+    with pytest.raises(DataError, match="report.findings: unknown role\\(s\\) metaxlm \\(roles: xlm, body"):
+        write_report([run])
+
+
+def test_bad_report_section_is_a_clear_error(tmp_path):
+    run = _run(tmp_path, "report:\n  findings: [xlm, metaxlm]\n")
+    with pytest.raises(DataError, match=f"{run / 'config.yaml'}: report section: .* at findings"):
+        write_report([run])
