@@ -19,8 +19,9 @@ report.html and figures/*.png. Sections, each only when some result has the data
   test scores against fine-tuning steps for tasks run with eval_steps (e.g. translation from several inits);
   retrieval accuracy@1 and AER against layer (paper Figures 3-4) with the best layer per model; average target
   score and transfer gap against pretraining step (Figure 5); transfer-direction heat maps (Figure 6); each run's
-  pretraining comparison (report/pretraining.py); notes (e.g. the XQuAD split) and provenance.
+  pretraining comparison (report/pretraining.py, redrawn); notes (e.g. the XQuAD split) and provenance.
 Tables, bars, layer curves and heat maps show each variant's final model; all checkpoints appear against steps.
+A model has one colour in every figure (report/colors.py).
 """
 
 from __future__ import annotations
@@ -28,14 +29,15 @@ from __future__ import annotations
 import json
 import math
 import re
-import shutil
 from pathlib import Path
 
 from metaxlm.errors import DataError, MetaXLMError
 from metaxlm.io import atomic_dir, atomic_write_text
 from metaxlm.report import plots
+from metaxlm.report.colors import report_colors, report_variant_names
 from metaxlm.report.document import Bullets, Figure, Section, Table, Text, markdown_block, render_markdown
 from metaxlm.report.html import render_html
+from metaxlm.report.pretraining import BY_LANGUAGE_PNG, CURVES_PNG, plot_comparison
 from metaxlm.report.results import ModelResult, collect_results, final_models, number
 
 TITLE = "MetaXLM evaluation report"
@@ -128,8 +130,7 @@ def _overview(results: list[ModelResult], final: list[ModelResult]) -> list[Sect
     return [Section("Overview", blocks)]
 
 
-def _task_sections(models: list[ModelResult], fig_dir: Path) -> list[Section]:
-    colors = plots.colors_for([m.name for m in models])
+def _task_sections(models: list[ModelResult], fig_dir: Path, colors: dict[str, str]) -> list[Section]:
     sections = []
     for task in _ordered(t for m in models for t in m.data.get("tasks", {})):
         entries = {m.name: m.data["tasks"][task] for m in models if task in m.data.get("tasks", {})}
@@ -152,14 +153,17 @@ def _task_sections(models: list[ModelResult], fig_dir: Path) -> list[Section]:
 CURVE_METRICS = {"translation": ("bleu", "chrf")}  # further scores every curve point carries
 
 
-def _curve_sections(models: list[ModelResult], fig_dir: Path) -> list[Section]:
+def _curve_sections(models: list[ModelResult], fig_dir: Path, colors: dict[str, str]) -> list[Section]:
     """Test scores against fine-tuning steps (tasks run with hyperparameters.eval_steps: e.g. translation from
-    several initializations, as VECO's Table 4 compares them): one line per model and task, per metric and language."""
+    several initializations, as VECO's Table 4 compares them): one line per model and task, per metric and language;
+    a line has its model's colour, and a line style per task."""
     entries = [(m.name, task, t) for m in models for task, t in m.data.get("tasks", {}).items() if t.get("curve")]
     if not entries:
         return []
     label = {(model, task): f"{model} · {task}" for model, task, _ in entries}
-    colors = plots.colors_for(list(label.values()))
+    tasks = _ordered(task for _, task, _ in entries)
+    line_colors = {text: colors[model] for (model, _), text in label.items()}
+    styles = {text: tasks.index(task) for (_, task), text in label.items()}
     panels: dict[str, dict[str, list]] = {}
     ylabels: dict[str, str] = {}
     header, rows = ["model · task", "language", "metric"], []
@@ -186,7 +190,7 @@ def _curve_sections(models: list[ModelResult], fig_dir: Path) -> list[Section]:
                   [[*row[:3], *(row[3].get(s, DASH) for s in steps)] for row in rows], text_columns=3,
                   caption="Test score after each number of fine-tuning steps; mean ± std over seeds.")
     plots.finetune_curves(fig_dir / "finetune_curves.png", "test score against fine-tuning steps", panels, ylabels,
-                          colors)
+                          line_colors, styles)
     return [Section("Against fine-tuning steps", [
         Text("Each model and task scored on its test sets during fine-tuning (`hyperparameters.eval_steps`); the "
              "last point is the end of fine-tuning."),
@@ -202,8 +206,7 @@ def _f(value: float) -> str:
     return DASH if math.isnan(value) else f"{value:.1f}"
 
 
-def _feature_sections(models: list[ModelResult], fig_dir: Path) -> list[Section]:
-    colors = plots.colors_for([m.name for m in models])
+def _feature_sections(models: list[ModelResult], fig_dir: Path, colors: dict[str, str]) -> list[Section]:
     sections = []
     retrieval: dict[str, dict] = {}
     for m in models:
@@ -248,7 +251,7 @@ def _feature_sections(models: list[ModelResult], fig_dir: Path) -> list[Section]
     return sections
 
 
-def _steps_section(results: list[ModelResult], fig_dir: Path) -> list[Section]:
+def _steps_section(results: list[ModelResult], fig_dir: Path, colors: dict[str, str]) -> list[Section]:
     by_variant: dict[str, list[ModelResult]] = {}
     for r in results:
         if r.step is not None and r.data.get("tasks"):
@@ -256,7 +259,6 @@ def _steps_section(results: list[ModelResult], fig_dir: Path) -> list[Section]:
     variants = {v: rs for v, rs in by_variant.items() if len({r.step for r in rs}) >= 2}
     if not variants:
         return []
-    colors = plots.colors_for(list(variants))
     checkpoints = [r for rs in variants.values() for r in rs]
     tasks = _ordered(t for r in checkpoints for t in r.data["tasks"])
     blocks: list = [Text("Average score over the target languages (all languages when there is no source) and "
@@ -312,7 +314,10 @@ def _transfer_sections(models: list[ModelResult], fig_dir: Path) -> list[Section
     return [Section("Transfer directions", blocks)] if blocks else []
 
 
-def _pretraining_sections(run_dirs: list[Path], fig_dir: Path) -> list[Section]:
+def _pretraining_sections(run_dirs: list[Path], fig_dir: Path, colors: dict[str, str],
+                          variant_names: dict[Path, dict[str, str]]) -> list[Section]:
+    """Each run's pretraining comparison; its figures are drawn again from comparison.json with the report's
+    colours (a run's own PNGs may predate them, and two runs would each start at the first colour)."""
     sections = []
     for run in run_dirs:
         if not (run / "comparison.md").exists():
@@ -332,18 +337,16 @@ def _pretraining_sections(run_dirs: list[Path], fig_dir: Path) -> list[Section]:
                                                        for v in variants)])
             steps = ", ".join(f"{v}: {s}" for v, s in comp["steps"].items())
             metric = comp["metric"]
+            curves, by_language = (f"pretraining_{_slug(run.name)}_{png}" for png in (CURVES_PNG, BY_LANGUAGE_PNG))
+            plot_comparison(comp, fig_dir / curves, fig_dir / by_language,
+                            {v: colors[variant_names[run][v]] for v in {*variants, *comp["curves"]}})
         except json.JSONDecodeError as err:
             raise DataError(path, err.lineno, f"not valid JSON: {err.msg}") from None
         except (KeyError, TypeError, AttributeError, ValueError) as err:
             raise DataError(path, None, f"not a comparison written by report/pretraining.py ({err!r})") from None
         blocks = [Text(f"{metric}; steps: {steps}."),
-                  Table(["language", *variants], rows, {(len(rows) - 2, c) for c in range(len(variants) + 1)})]
-        for png, caption in (("heldout_curves.png", "held-out loss against steps"),
-                             ("heldout_by_language.png", "held-out loss per language")):
-            if (run / png).exists():  # copied, so the report directory stands on its own
-                name = f"pretraining_{_slug(run.name)}_{png}"
-                shutil.copyfile(run / png, fig_dir / name)
-                blocks.append(Figure(name, caption))
+                  Table(["language", *variants], rows, {(len(rows) - 2, c) for c in range(len(variants) + 1)}),
+                  Figure(curves, "held-out loss against steps"), Figure(by_language, "held-out loss per language")]
         sections.append(Section(title, blocks))
     return sections
 
@@ -379,10 +382,12 @@ def write_report(run_dirs: list[Path], out_dir: Path | None = None) -> dict:
                            f"{', '.join(map(str, runs))}; run `metaxlm evaluate CONFIG` first")
     out = Path(out_dir) if out_dir is not None else runs[0] / "report"
     final = final_models(results)
+    colors = report_colors(runs, results)  # one colour per model in every figure
     with atomic_dir(out / "figures") as fig_dir:  # figures of an earlier report never linger beside new ones
-        sections = ((_overview(results, final) if results else []) + _task_sections(final, fig_dir)
-                    + _curve_sections(final, fig_dir) + _feature_sections(final, fig_dir) + _steps_section(results, fig_dir)
-                    + _transfer_sections(final, fig_dir) + _pretraining_sections(runs, fig_dir)
+        sections = ((_overview(results, final) if results else []) + _task_sections(final, fig_dir, colors)
+                    + _curve_sections(final, fig_dir, colors) + _feature_sections(final, fig_dir, colors)
+                    + _steps_section(results, fig_dir, colors) + _transfer_sections(final, fig_dir)
+                    + _pretraining_sections(runs, fig_dir, colors, report_variant_names(runs, results))
                     + _notes_section(results, runs))
         html = render_html(TITLE, sections, fig_dir)
     figures = [out / "figures" / b.file for s in sections for b in s.blocks if isinstance(b, Figure)]

@@ -1,5 +1,6 @@
 """The report's figures (matplotlib, Agg backend). Each function draws one PNG; a model keeps its colour in every
-figure (the caller passes `colors`), and nothing random or time-dependent goes into the file, so reruns are identical."""
+figure (the caller passes `colors`, from report/colors.py), and nothing random or time-dependent goes into the
+file, so reruns are identical."""
 
 from __future__ import annotations
 
@@ -7,14 +8,12 @@ import math
 from pathlib import Path
 
 from metaxlm.io import atomic_path
+from metaxlm.report.colors import colors_for as colors_for  # re-exported: the sections' entry point
 
 DPI = 110
-PALETTE = ["#1f77b4", "#d62728", "#2ca02c", "#ff7f0e", "#9467bd", "#8c564b", "#e377c2", "#7f7f7f", "#bcbd22",
-           "#17becf"]
-
-
-def colors_for(names: list[str]) -> dict[str, str]:
-    return {name: PALETTE[i % len(PALETTE)] for i, name in enumerate(names)}
+# Several lines of one model (one colour) in a panel, e.g. one model fine-tuned on several tasks, differ by these.
+LINESTYLES = ["-", "--", ":", "-."]
+MARKERS = ["o", "s", "^", "D", "v"]
 
 
 def _pyplot():
@@ -116,15 +115,19 @@ def step_curves(path: Path, title: str, ylabel: str, series: dict[str, list[tupl
 
 
 def finetune_curves(path: Path, title: str, panels: dict[str, dict[str, list[tuple[int, float, float]]]],
-                    ylabels: dict[str, str], colors: dict[str, str]) -> None:
+                    ylabels: dict[str, str], colors: dict[str, str], styles: dict[str, int] | None = None) -> None:
     """Test score against fine-tuning step: one panel per (metric, language) key of `panels`, one line per
-    model/task with a band of ± one std over seeds: `panels[panel][series] = [(step, mean, std)]`."""
+    model/task with a band of ± one std over seeds: `panels[panel][series] = [(step, mean, std)]`. `colors[series]`
+    is the model's colour; `styles[series]` (a small number) picks line style and marker, to tell apart the lines
+    of one model (several tasks)."""
     fig, axes = _panel_grid(len(panels), max_cols=2, size=(5.6, 3.8))
     for ax, (panel, lines) in zip(axes, panels.items(), strict=False):
         for series, points in lines.items():
             points = sorted(points)
             steps, means = [p[0] for p in points], [p[1] for p in points]
-            ax.plot(steps, means, marker="o", markersize=4, label=series, color=colors[series])
+            style = (styles or {}).get(series, 0)
+            ax.plot(steps, means, marker=MARKERS[style % len(MARKERS)], markersize=4, label=series,
+                    linestyle=LINESTYLES[style % len(LINESTYLES)], color=colors[series])
             stds = [0.0 if math.isnan(p[2]) else p[2] for p in points]
             if any(stds):
                 ax.fill_between(steps, [m - s for m, s in zip(means, stds, strict=True)],
