@@ -1,10 +1,12 @@
 """The report's figures (matplotlib, Agg backend). Each function draws one PNG; a model keeps its colour in every
 figure (the caller passes `colors`, from report/colors.py), and nothing random or time-dependent goes into the
-file, so reruns are identical."""
+file, so reruns are identical. Titles and axis labels too wide for their room are wrapped before the layout, so
+no text is cut off at the edge of the PNG."""
 
 from __future__ import annotations
 
 import math
+import textwrap
 from pathlib import Path
 
 from metaxlm.io import atomic_path
@@ -25,11 +27,73 @@ def _pyplot():
     return plt
 
 
+def _wrap_to_fit(text, room: float, renderer, *, vertical: bool = False) -> None:
+    """Re-wrap a Text artist at word boundaries until its long side fits `room` pixels (its width, or its height
+    for a rotated y label); explicit line breaks are kept. A word longer than the room is broken."""
+    content = text.get_text()
+    if not content or not text.get_visible():
+        return
+
+    def long_side() -> float:
+        extent = text.get_window_extent(renderer)
+        return extent.height if vertical else extent.width
+
+    if long_side() <= room:
+        return
+    lines = content.split("\n")
+    longest = max(len(line) for line in lines)
+    # Start near the width that should fit, then narrow one character at a time (text width is not linear).
+    width = max(8, min(longest - 1, int(longest * room / long_side())))
+    while True:
+        text.set_text("\n".join(textwrap.fill(line, width) for line in lines))
+        if long_side() <= room or width <= 8:
+            return
+        width -= 1
+
+
+def _fit_texts(fig) -> None:
+    """Wrap the suptitle to the figure's width, and each panel's title and axis labels to the panel (a label of
+    a colour bar to the bar's height), so that the layout can find room for all of them. The panels' size before
+    the layout is a little smaller than after it: a safe guess."""
+    renderer = fig.canvas.get_renderer()
+    suptitle = getattr(fig, "_suptitle", None)  # matplotlib keeps no public handle on the suptitle artist
+    if suptitle is not None:
+        _wrap_to_fit(suptitle, 0.96 * fig.bbox.width, renderer)
+    for ax in fig.axes:
+        if not ax.get_visible():
+            continue
+        for title in (ax.title, ax._left_title, ax._right_title):  # no public accessor for these either
+            _wrap_to_fit(title, ax.bbox.width, renderer)
+        _wrap_to_fit(ax.xaxis.label, ax.bbox.width, renderer)
+        _wrap_to_fit(ax.yaxis.label, ax.bbox.height, renderer, vertical=True)
+        if ax.get_legend() is not None:
+            _fit_legend(ax, renderer)
+
+
+def _fit_legend(ax, renderer) -> None:
+    """A legend inside its panel: fewer columns while it is wider than the panel, then wrapped names."""
+    legend = ax.get_legend()
+    ncols = getattr(legend, "_ncols", 1)  # no public getter
+    fontsize = legend.get_texts()[0].get_fontsize()
+    while legend.get_window_extent(renderer).width > ax.bbox.width and ncols > 1:
+        ncols -= 1
+        # Drawn again: Legend.set_ncols does not lay the legend out anew. (Our legends set only these two.)
+        legend = ax.legend(fontsize=fontsize, ncols=ncols)
+    excess = legend.get_window_extent(renderer).width - ax.bbox.width
+    if excess > 0:
+        widest = max(text.get_window_extent(renderer).width for text in legend.get_texts())
+        for text in legend.get_texts():
+            _wrap_to_fit(text, widest - excess, renderer)
+
+
 def _save(fig, path: Path) -> None:
+    _fit_texts(fig)
     fig.tight_layout()
     with atomic_path(path) as tmp:
-        # Pinned metadata: the default "Software" entry would change with the matplotlib version.
-        fig.savefig(tmp, format="png", dpi=DPI, metadata={"Software": "metaxlm report"})
+        # Pinned metadata: the default "Software" entry would change with the matplotlib version. The tight box
+        # only trims margins (every text fits the figure after _fit_texts), and catches what cannot be wrapped.
+        fig.savefig(tmp, format="png", dpi=DPI, metadata={"Software": "metaxlm report"}, bbox_inches="tight",
+                    pad_inches=0.05)
     _pyplot().close(fig)
 
 
