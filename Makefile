@@ -8,7 +8,7 @@ export HF_HUB_OFFLINE := 1
 export HF_DATASETS_OFFLINE := 1
 export TOKENIZERS_PARALLELISM := false
 
-.PHONY: setup demo test lint bench demo-data large-corpora clean
+.PHONY: setup demo test lint bench demo-data large-corpora check-report clean
 
 $(STAMP): pyproject.toml constraints.txt Makefile
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
@@ -52,6 +52,15 @@ $(BENCH_STAMP): $(STAMP)
 
 bench: setup $(BENCH_STAMP) $(LARGE_CORPORA)
 	$(BIN)/python bench/run_all.py
+
+# Open a report in headless Chromium (Debian's package, installed when missing): images load and fit, no sideways
+# scrolling, every figure captioned; a full-page screenshot is saved beside the report for a human to look at.
+REPORT ?= runs/demo/report/report.html
+CHROMIUM := /usr/bin/chromium
+check-report: setup
+	test -x $(CHROMIUM) || { apt-get update && apt-get install -y chromium; } || \
+		{ echo "check-report: cannot install chromium (needs root): run 'sudo apt-get install chromium'"; exit 1; }
+	$(BIN)/python -m tools.check_report $(REPORT) --chromium $(CHROMIUM) --screenshot $(REPORT:.html=-screenshot.png)
 
 clean:
 	rm -rf runs .pytest_cache

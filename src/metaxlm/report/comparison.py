@@ -27,11 +27,8 @@ from pathlib import Path
 from metaxlm.errors import ConfigError
 from metaxlm.metrics import mean_std
 from metaxlm.report import plots
+from metaxlm.report.cells import DASH, best_index, cell, n_seeds, percent_scale, slug, task_languages
 from metaxlm.report.document import Figure, Section, Table, Text
-
-# The task tables' formatting, so a number reads the same in both sections. (evaluation.py imports this module
-# only inside write_report, so importing from it here is no cycle.)
-from metaxlm.report.evaluation import DASH, _best, _cell, _n_seeds, _percent_scale, _slug, _task_languages
 from metaxlm.report.results import ModelResult, number, report_config
 
 TITLE = "Method comparison"
@@ -55,7 +52,7 @@ MISSING = Score(math.nan, math.nan, DASH)
 
 
 def _score(stat: dict | None, n_seeds: int, scale: float) -> Score:
-    text, _ = _cell(stat, n_seeds, scale)
+    text, _ = cell(stat, n_seeds, scale)
     if text == DASH:
         return MISSING
     n = len(stat["runs"]) if stat.get("runs") else n_seeds
@@ -78,16 +75,16 @@ def _average_over_languages(stats: list[dict]) -> dict | None:
 
 def task_headlines(task: str, entry: dict, scale: float) -> list[tuple[str, Score]]:
     """The task's headline columns (label, score); the first is the one "differ most" ranks by."""
-    n_seeds = _n_seeds(entry)
+    seeds = n_seeds(entry)
     if entry.get("type") == "translation":
         chrf = _average_over_languages([r["chrf"] for r in entry.get("reports", {}).values() if "chrf" in r])
-        return [(f"{task}: BLEU", _score(entry.get("average"), n_seeds, scale)),
-                (f"{task}: chrF", _score(chrf, n_seeds, scale))]
+        return [(f"{task}: BLEU", _score(entry.get("average"), seeds, scale)),
+                (f"{task}: chrF", _score(chrf, seeds, scale))]
     source = entry.get("source")
     if source and entry.get("scenario") in ("zero_shot", "translate_train"):
-        return [(f"{task}: target avg", _score(entry.get("target_average"), n_seeds, scale)),
-                (f"{task}: {source}", _score(entry.get("per_language", {}).get(source), n_seeds, scale))]
-    return [(f"{task}: avg", _score(entry.get("average"), n_seeds, scale))]
+        return [(f"{task}: target avg", _score(entry.get("target_average"), seeds, scale)),
+                (f"{task}: {source}", _score(entry.get("per_language", {}).get(source), seeds, scale))]
+    return [(f"{task}: avg", _score(entry.get("average"), seeds, scale))]
 
 
 def _layer_score(layers: list[int], values: list[float], index: int | None, at_best: bool) -> Score:
@@ -103,10 +100,10 @@ def probe_headlines(model: ModelResult) -> list[tuple[str, Score]]:
     for name, r in model.data.get("retrieval", {}).items():
         accuracy = [number(v) * 100 for v in r["average"]]
         out += [(f"{name}: acc@1 last", _layer_score(r["layers"], accuracy, len(accuracy) - 1, at_best=False)),
-                (f"{name}: acc@1 best", _layer_score(r["layers"], accuracy, _best(accuracy), at_best=True))]
+                (f"{name}: acc@1 best", _layer_score(r["layers"], accuracy, best_index(accuracy), at_best=True))]
     for name, a in model.data.get("alignment", {}).items():
         aer = [number(v) * 100 for v in a["aer"]]
-        out.append((f"{name}: AER best", _layer_score(a["layers"], aer, _best(aer, lowest=True), at_best=True)))
+        out.append((f"{name}: AER best", _layer_score(a["layers"], aer, best_index(aer, lowest=True), at_best=True)))
     return out
 
 
@@ -116,14 +113,14 @@ def _task_scales(models: list[ModelResult]) -> dict[str, float]:
     for m in models:
         for task, entry in m.data.get("tasks", {}).items():
             entries.setdefault(task, []).append(entry)
-    return {task: _percent_scale(found) for task, found in entries.items()}
+    return {task: percent_scale(found) for task, found in entries.items()}
 
 
 def headline_scores(models: list[ModelResult]) -> tuple[list[str], dict[str, dict[str, Score]]]:
     """The columns (tasks first, then the probes, in order of first appearance) and scores[model][column]."""
     scales = _task_scales(models)
-    tasks = {m.name: dict(cell for task, entry in m.data.get("tasks", {}).items()
-                          for cell in task_headlines(task, entry, scales[task])) for m in models}
+    tasks = {m.name: dict(column for task, entry in m.data.get("tasks", {}).items()
+                          for column in task_headlines(task, entry, scales[task])) for m in models}
     probes = {m.name: dict(probe_headlines(m)) for m in models}
     columns = list(dict.fromkeys([c for by_column in tasks.values() for c in by_column]
                                  + [c for by_column in probes.values() for c in by_column]))
@@ -216,13 +213,13 @@ def layer_figure(path: Path, models: list[ModelResult], colors: dict[str, str]) 
 def language_bars(path: Path, task: str, models: list[ModelResult], colors: dict[str, str]) -> None:
     """One bar group per language, one bar per model (± the seed std) for one task."""
     entries = {m.name: m.data["tasks"][task] for m in models if task in m.data.get("tasks", {})}
-    scale = _percent_scale(list(entries.values()))
+    scale = percent_scale(list(entries.values()))
     bars = {model: {lang: (number(s.get("mean")) * scale,
-                           number(s.get("std")) * scale if _n_seeds(t) > 1 and s.get("std") is not None else 0.0)
+                           number(s.get("std")) * scale if n_seeds(t) > 1 and s.get("std") is not None else 0.0)
                     for lang, s in t.get("per_language", {}).items()} for model, t in entries.items()}
     metric = next(iter(entries.values())).get("metric", "score")
     plots.task_bars(path, f"{task}: {metric} per language, by method", f"{metric}{' (%)' if scale == 100 else ''}",
-                    _task_languages(entries), bars, colors)
+                    task_languages(entries), bars, colors)
 
 
 def comparison_section(models: list[ModelResult], control: str, fig_dir: Path, colors: dict[str, str]) -> Section:
@@ -244,7 +241,7 @@ def comparison_section(models: list[ModelResult], control: str, fig_dir: Path, c
     spreads = task_spreads(ordered)
     chosen = most_different(spreads)
     if chosen is not None:
-        name = f"comparison_{_slug(chosen.task)}.png"
+        name = f"comparison_{slug(chosen.task)}.png"
         language_bars(fig_dir / name, chosen.task, ordered, colors)
         measure = (f"{chosen.ratio:.1f} times the pooled seed std" if not math.isnan(chosen.ratio)
                    else f"{chosen.spread:.1f} (no task has a seed std)")

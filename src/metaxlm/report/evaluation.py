@@ -19,78 +19,41 @@ report.html and figures/*.png. Sections, each only when some result has the data
   test scores against fine-tuning steps for tasks run with eval_steps (e.g. translation from several inits);
   retrieval accuracy@1 and AER against layer (paper Figures 3-4) with the best layer per model; average target
   score and transfer gap against pretraining step (Figure 5); transfer-direction heat maps (Figure 6); each run's
-  pretraining comparison (report/pretraining.py); notes (e.g. the XQuAD split) and provenance.
+  pretraining comparison (report/pretraining.py, redrawn); notes (e.g. the XQuAD split) and provenance.
 Tables, bars, layer curves and heat maps show each variant's final model; all checkpoints appear against steps.
+A model has one colour in every figure (report/colors.py).
 """
 
 from __future__ import annotations
 
 import json
 import math
-import re
-import shutil
 from pathlib import Path
 
 from metaxlm.errors import DataError, MetaXLMError
 from metaxlm.io import atomic_dir, atomic_write_text
 from metaxlm.report import plots
+from metaxlm.report.cells import DASH, best_index, cell, n_seeds, ordered, percent_scale, slug, task_languages
+from metaxlm.report.colors import report_colors, report_variant_names
+from metaxlm.report.comparison import comparison_sections
 from metaxlm.report.document import Bullets, Figure, Section, Table, Text, markdown_block, render_markdown
+from metaxlm.report.findings import findings_section
 from metaxlm.report.html import render_html
+from metaxlm.report.pretraining import BY_LANGUAGE_PNG, CURVES_PNG, plot_comparison
 from metaxlm.report.results import ModelResult, collect_results, final_models, number
 
 TITLE = "MetaXLM evaluation report"
-DASH = "–"
-
-
-def _slug(name: str) -> str:
-    return re.sub(r"[^A-Za-z0-9._-]+", "_", name).strip("_") or "x"
-
-
-def _ordered(items) -> list:
-    return list(dict.fromkeys(items))
-
-
-def _percent_scale(entries: list[dict]) -> float:
-    """Fractions are shown in percent; QA EM/F1 and sacreBLEU's BLEU/chrF already are percent (as the official
-    scripts report them)."""
-    if any(t.get("type") in ("qa", "translation") for t in entries):
-        return 1.0
-    means = [number(s.get("mean")) for t in entries for s in t.get("per_language", {}).values()]
-    return 1.0 if any(m > 1.0 for m in means) else 100.0
-
-
-def _n_seeds(task: dict) -> int:
-    runs = [len(s.get("runs") or []) for s in task.get("per_language", {}).values()]
-    return len(task.get("seeds") or []) or max(runs + [1])
-
-
-def _cell(stat: dict | None, n_seeds: int, scale: float) -> tuple[str, float]:
-    """"mean ± std" (std left out for one seed) and the shown mean, which picks the best of a column."""
-    mean = number((stat or {}).get("mean"))
-    if math.isnan(mean):
-        return DASH, math.nan
-    shown = round(mean * scale, 1)
-    std = number(stat.get("std"))
-    n = len(stat["runs"]) if stat.get("runs") else n_seeds
-    return (f"{shown:.1f}" if n <= 1 or math.isnan(std) else f"{shown:.1f} ± {std * scale:.1f}"), shown
-
-
-def _task_languages(entries: dict[str, dict]) -> list[str]:
-    sources = [t["source"] for t in entries.values() if t.get("source")]
-    return _ordered(sources + [lang for t in entries.values() for lang in t.get("per_language", {})])
-
-
 def task_table(task: str, entries: dict[str, dict]) -> Table:
     """Rows = models, columns = languages (source first), avg and transfer gap; best per column in bold."""
-    langs = _task_languages(entries)
-    scale = _percent_scale(list(entries.values()))
+    langs = task_languages(entries)
+    scale = percent_scale(list(entries.values()))
     extras = [(label, key) for label, key in (("avg", "average"), ("gap", "transfer_gap"))
               if any(t.get(key) for t in entries.values())]
     header = ["model", *langs, *(label for label, _ in extras)]
     rows, shown = [], []
     for model, t in entries.items():
-        cells = [_cell(t.get("per_language", {}).get(lang), _n_seeds(t), scale) for lang in langs]
-        cells += [_cell(t.get(key), _n_seeds(t), scale) for _, key in extras]
+        cells = [cell(t.get("per_language", {}).get(lang), n_seeds(t), scale) for lang in langs]
+        cells += [cell(t.get(key), n_seeds(t), scale) for _, key in extras]
         rows.append([model, *(text for text, _ in cells)])
         shown.append([value for _, value in cells])
     bold = set()
@@ -99,9 +62,9 @@ def task_table(task: str, entries: dict[str, dict]) -> Table:
         best = (min if header[c + 1] == "gap" else max)(column) if column else None
         bold |= {(r, c + 1) for r, row in enumerate(shown) if row[c] == best}
     first = next(iter(entries.values()))
-    metric = ", ".join(_ordered(str(t.get("metric", "score")) for t in entries.values()))
-    scenario = ", ".join(_ordered(str(t.get("scenario", "?")) for t in entries.values()))
-    seeds = ", ".join(_ordered(str(_n_seeds(t)) for t in entries.values()))
+    metric = ", ".join(ordered(str(t.get("metric", "score")) for t in entries.values()))
+    scenario = ", ".join(ordered(str(t.get("scenario", "?")) for t in entries.values()))
+    seeds = ", ".join(ordered(str(n_seeds(t)) for t in entries.values()))
     caption = (f"{task}: {metric}{' (%)' if scale == 100 else ''}, {scenario}"
                + (f" from {first['source']}" if first.get("source") else "")
                + f"; mean ± std over {seeds} seed(s). avg: all languages; gap: source − mean of the other languages"
@@ -128,17 +91,16 @@ def _overview(results: list[ModelResult], final: list[ModelResult]) -> list[Sect
     return [Section("Overview", blocks)]
 
 
-def _task_sections(models: list[ModelResult], fig_dir: Path) -> list[Section]:
-    colors = plots.colors_for([m.name for m in models])
+def _task_sections(models: list[ModelResult], fig_dir: Path, colors: dict[str, str]) -> list[Section]:
     sections = []
-    for task in _ordered(t for m in models for t in m.data.get("tasks", {})):
+    for task in ordered(t for m in models for t in m.data.get("tasks", {})):
         entries = {m.name: m.data["tasks"][task] for m in models if task in m.data.get("tasks", {})}
-        langs, scale = _task_languages(entries), _percent_scale(list(entries.values()))
+        langs, scale = task_languages(entries), percent_scale(list(entries.values()))
         bars = {model: {lang: (number(s.get("mean")) * scale,
-                               number(s.get("std")) * scale if _n_seeds(t) > 1 and s.get("std") is not None else 0.0)
+                               number(s.get("std")) * scale if n_seeds(t) > 1 and s.get("std") is not None else 0.0)
                         for lang, s in t.get("per_language", {}).items()} for model, t in entries.items()}
         metric = next(iter(entries.values())).get("metric", "score")
-        name = f"task_{_slug(task)}.png"
+        name = f"task_{slug(task)}.png"
         plots.task_bars(fig_dir / name, f"{task}: {metric} per language", f"{metric}{' (%)' if scale == 100 else ''}",
                         langs, bars, colors)
         sections.append(Section(f"Task {task}", [task_table(task, entries), Figure(name, f"{task} per language")],
@@ -152,20 +114,23 @@ def _task_sections(models: list[ModelResult], fig_dir: Path) -> list[Section]:
 CURVE_METRICS = {"translation": ("bleu", "chrf")}  # further scores every curve point carries
 
 
-def _curve_sections(models: list[ModelResult], fig_dir: Path) -> list[Section]:
+def _curve_sections(models: list[ModelResult], fig_dir: Path, colors: dict[str, str]) -> list[Section]:
     """Test scores against fine-tuning steps (tasks run with hyperparameters.eval_steps: e.g. translation from
-    several initializations, as VECO's Table 4 compares them): one line per model and task, per metric and language."""
+    several initializations, as VECO's Table 4 compares them): one line per model and task, per metric and language;
+    a line has its model's colour, and a line style per task."""
     entries = [(m.name, task, t) for m in models for task, t in m.data.get("tasks", {}).items() if t.get("curve")]
     if not entries:
         return []
     label = {(model, task): f"{model} · {task}" for model, task, _ in entries}
-    colors = plots.colors_for(list(label.values()))
+    tasks = ordered(task for _, task, _ in entries)
+    line_colors = {text: colors[model] for (model, _), text in label.items()}
+    styles = {text: tasks.index(task) for (_, task), text in label.items()}
     panels: dict[str, dict[str, list]] = {}
     ylabels: dict[str, str] = {}
     header, rows = ["model · task", "language", "metric"], []
     steps_seen: list[int] = []
     for model, task, t in entries:
-        scale = _percent_scale([t])
+        scale = percent_scale([t])
         metrics = CURVE_METRICS.get(t.get("type"), (t.get("metric", "score"),))
         for lang, curve in t["curve"].items():
             for metric in metrics:
@@ -179,31 +144,25 @@ def _curve_sections(models: list[ModelResult], fig_dir: Path) -> list[Section]:
                 panels.setdefault(panel, {})[label[(model, task)]] = points
                 steps_seen += curve["steps"]
                 rows.append((label[(model, task)], lang, metric,
-                             {step: _cell(stat, _n_seeds(t), scale)[0]
+                             {step: cell(stat, n_seeds(t), scale)[0]
                               for step, stat in zip(curve["steps"], curve[metric], strict=True)}))
     steps = sorted(set(steps_seen))
     table = Table(header + [f"step {s}" for s in steps],
                   [[*row[:3], *(row[3].get(s, DASH) for s in steps)] for row in rows], text_columns=3,
                   caption="Test score after each number of fine-tuning steps; mean ± std over seeds.")
     plots.finetune_curves(fig_dir / "finetune_curves.png", "test score against fine-tuning steps", panels, ylabels,
-                          colors)
+                          line_colors, styles)
     return [Section("Against fine-tuning steps", [
         Text("Each model and task scored on its test sets during fine-tuning (`hyperparameters.eval_steps`); the "
              "last point is the end of fine-tuning."),
         Figure("finetune_curves.png", "test score against fine-tuning steps"), table])]
 
 
-def _best(values: list[float], lowest: bool = False) -> int | None:
-    valid = [(v, i) for i, v in enumerate(values) if not math.isnan(v)]
-    return (min(valid) if lowest else max(valid))[1] if valid else None
-
-
 def _f(value: float) -> str:
     return DASH if math.isnan(value) else f"{value:.1f}"
 
 
-def _feature_sections(models: list[ModelResult], fig_dir: Path) -> list[Section]:
-    colors = plots.colors_for([m.name for m in models])
+def _feature_sections(models: list[ModelResult], fig_dir: Path, colors: dict[str, str]) -> list[Section]:
     sections = []
     retrieval: dict[str, dict] = {}
     for m in models:
@@ -213,7 +172,7 @@ def _feature_sections(models: list[ModelResult], fig_dir: Path) -> list[Section]
         rows = []
         for name, lines in retrieval.items():
             for model, (layers, acc) in lines.items():
-                best = _best(acc)
+                best = best_index(acc)
                 rows.append([model, name, DASH if best is None else str(layers[best]),
                              DASH if best is None else _f(acc[best]), _f(acc[-1])])
         plots.layer_curves(fig_dir / "retrieval.png", "Sentence retrieval accuracy@1 against layer (mean of both directions)",
@@ -230,7 +189,7 @@ def _feature_sections(models: list[ModelResult], fig_dir: Path) -> list[Section]
         for name, a in m.data.get("alignment", {}).items():
             aer = [number(v) * 100 for v in a["aer"]]
             alignment.setdefault(name, {})[m.name] = (a["layers"], aer)
-            best = _best(aer, lowest=True)
+            best = best_index(aer, lowest=True)
             at_best = [DASH if best is None or key not in a else _f(number(a[key][best]) * 100)
                        for key in ("aer", "precision", "recall", "f1")]
             rows.append([m.name, name, str(a.get("method", "?")), DASH if best is None else str(a["layers"][best]),
@@ -248,7 +207,7 @@ def _feature_sections(models: list[ModelResult], fig_dir: Path) -> list[Section]
     return sections
 
 
-def _steps_section(results: list[ModelResult], fig_dir: Path) -> list[Section]:
+def _steps_section(results: list[ModelResult], fig_dir: Path, colors: dict[str, str]) -> list[Section]:
     by_variant: dict[str, list[ModelResult]] = {}
     for r in results:
         if r.step is not None and r.data.get("tasks"):
@@ -256,16 +215,15 @@ def _steps_section(results: list[ModelResult], fig_dir: Path) -> list[Section]:
     variants = {v: rs for v, rs in by_variant.items() if len({r.step for r in rs}) >= 2}
     if not variants:
         return []
-    colors = plots.colors_for(list(variants))
     checkpoints = [r for rs in variants.values() for r in rs]
-    tasks = _ordered(t for r in checkpoints for t in r.data["tasks"])
+    tasks = ordered(t for r in checkpoints for t in r.data["tasks"])
     blocks: list = [Text("Average score over the target languages (all languages when there is no source) and "
                          "the transfer gap, per pretraining variant, against pretraining steps (as the MetaXLM "
                          "paper's Figure 5).")]
     header, rows = ["model", "step"], [[r.name, str(r.step)] for r in checkpoints]
     for task in tasks:
         entries = [r.data["tasks"].get(task) for r in checkpoints]
-        scale = _percent_scale([t for t in entries if t])
+        scale = percent_scale([t for t in entries if t])
         series: dict[str, list] = {}
         for r, t in zip(checkpoints, entries, strict=True):
             if t:
@@ -274,14 +232,14 @@ def _steps_section(results: list[ModelResult], fig_dir: Path) -> list[Section]:
                 series.setdefault(r.variant, []).append((r.step, number(target.get("mean")) * scale,
                                                          number(gap) * scale))
         metric = next(t for t in entries if t).get("metric", "score")
-        name = f"steps_{_slug(task)}.png"
+        name = f"steps_{slug(task)}.png"
         plots.step_curves(fig_dir / name, f"{task} against pretraining steps",
                           f"average target {metric}{' (%)' if scale == 100 else ''}", series, colors)
         blocks.append(Figure(name, f"{task} against pretraining steps"))
         header += [f"{task} target avg", f"{task} gap"]
         for row, t in zip(rows, entries, strict=True):
-            row += [_cell(t and (t.get("target_average") or t.get("average")), _n_seeds(t or {}), scale)[0],
-                    _cell(t and t.get("transfer_gap"), _n_seeds(t or {}), scale)[0]]
+            row += [cell(t and (t.get("target_average") or t.get("average")), n_seeds(t or {}), scale)[0],
+                    cell(t and t.get("transfer_gap"), n_seeds(t or {}), scale)[0]]
     blocks.append(Table(header, rows))
     return [Section("Across pretraining steps", blocks)]
 
@@ -300,7 +258,7 @@ def _transfer_sections(models: list[ModelResult], fig_dir: Path) -> list[Section
         value_range = (min(values) * scale, max(values) * scale) if values else None
         for model, (langs, rows) in by_model.items():
             scores = [[v * scale for v in row] for row in rows]
-            name = f"transfer_{_slug(task)}_{_slug(model)}.png"
+            name = f"transfer_{slug(task)}_{slug(model)}.png"
             unit = " (%)" if scale == 100 else ""
             plots.heatmap(fig_dir / name, f"{model}: {task}, source → target", langs, scores, f"score{unit}",
                           value_range)
@@ -312,7 +270,10 @@ def _transfer_sections(models: list[ModelResult], fig_dir: Path) -> list[Section
     return [Section("Transfer directions", blocks)] if blocks else []
 
 
-def _pretraining_sections(run_dirs: list[Path], fig_dir: Path) -> list[Section]:
+def _pretraining_sections(run_dirs: list[Path], fig_dir: Path, colors: dict[str, str],
+                          variant_names: dict[Path, dict[str, str]]) -> list[Section]:
+    """Each run's pretraining comparison; its figures are drawn again from comparison.json with the report's
+    colours (a run's own PNGs may predate them, and two runs would each start at the first colour)."""
     sections = []
     for run in run_dirs:
         if not (run / "comparison.md").exists():
@@ -325,25 +286,23 @@ def _pretraining_sections(run_dirs: list[Path], fig_dir: Path) -> list[Section]:
         try:
             comp = json.loads(path.read_text(encoding="utf-8"))
             variants, final = list(comp["final"]), comp["final"]
-            langs = _ordered(lang for losses in final.values() for lang in losses)
+            langs = ordered(lang for losses in final.values() for lang in losses)
             rows = [[lang, *(f"{number(final[v].get(lang)):.3f}" for v in variants)] for lang in langs]
             rows.append(["mean without the pivot", *(f"{number(comp['mean_non_pivot'][v]):.3f}" for v in variants)])
             rows.append([f"Δ vs {comp['baseline']}", *(f"{number(comp['delta_vs_baseline'][v]):+.3f}"
                                                        for v in variants)])
             steps = ", ".join(f"{v}: {s}" for v, s in comp["steps"].items())
             metric = comp["metric"]
+            curves, by_language = (f"pretraining_{slug(run.name)}_{png}" for png in (CURVES_PNG, BY_LANGUAGE_PNG))
+            plot_comparison(comp, fig_dir / curves, fig_dir / by_language,
+                            {v: colors[variant_names[run][v]] for v in {*variants, *comp["curves"]}})
         except json.JSONDecodeError as err:
             raise DataError(path, err.lineno, f"not valid JSON: {err.msg}") from None
         except (KeyError, TypeError, AttributeError, ValueError) as err:
             raise DataError(path, None, f"not a comparison written by report/pretraining.py ({err!r})") from None
         blocks = [Text(f"{metric}; steps: {steps}."),
-                  Table(["language", *variants], rows, {(len(rows) - 2, c) for c in range(len(variants) + 1)})]
-        for png, caption in (("heldout_curves.png", "held-out loss against steps"),
-                             ("heldout_by_language.png", "held-out loss per language")):
-            if (run / png).exists():  # copied, so the report directory stands on its own
-                name = f"pretraining_{_slug(run.name)}_{png}"
-                shutil.copyfile(run / png, fig_dir / name)
-                blocks.append(Figure(name, caption))
+                  Table(["language", *variants], rows, {(len(rows) - 2, c) for c in range(len(variants) + 1)}),
+                  Figure(curves, "held-out loss against steps"), Figure(by_language, "held-out loss per language")]
         sections.append(Section(title, blocks))
     return sections
 
@@ -355,7 +314,7 @@ def _notes_section(results: list[ModelResult], run_dirs: list[Path]) -> list[Sec
             for name, entry in r.data.get(kind, {}).items():
                 if entry.get("note"):
                     notes.setdefault(name, {}).setdefault(str(entry["note"]), []).append(r.name)
-    items = [f"{name}: {note}" + (f" ({', '.join(_ordered(models))})" if len(by_note) > 1 else "")
+    items = [f"{name}: {note}" + (f" ({', '.join(ordered(models))})" if len(by_note) > 1 else "")
              for name, by_note in notes.items() for note, models in by_note.items()]
     provenance = [f"`{r.path}` (model {r.name}; written {r.modified})" for r in results]
     provenance += [f"`{run / 'comparison.json'}`" for run in run_dirs if (run / "comparison.json").exists()
@@ -379,15 +338,13 @@ def write_report(run_dirs: list[Path], out_dir: Path | None = None) -> dict:
                            f"{', '.join(map(str, runs))}; run `metaxlm evaluate CONFIG` first")
     out = Path(out_dir) if out_dir is not None else runs[0] / "report"
     final = final_models(results)
-    # not at the top: comparison.py and findings.py build on this module's helpers
-    from metaxlm.report.comparison import comparison_sections
-    from metaxlm.report.findings import findings_section
-
+    colors = report_colors(runs, results)  # one colour per model in every figure
     with atomic_dir(out / "figures") as fig_dir:  # figures of an earlier report never linger beside new ones
         sections = ((_overview(results, final) if results else []) + findings_section(runs[0], results, out)
-                    + comparison_sections(final, runs[0], fig_dir) + _task_sections(final, fig_dir)
-                    + _curve_sections(final, fig_dir) + _feature_sections(final, fig_dir) + _steps_section(results, fig_dir)
-                    + _transfer_sections(final, fig_dir) + _pretraining_sections(runs, fig_dir)
+                    + comparison_sections(final, runs[0], fig_dir, colors) + _task_sections(final, fig_dir, colors)
+                    + _curve_sections(final, fig_dir, colors) + _feature_sections(final, fig_dir, colors)
+                    + _steps_section(results, fig_dir, colors) + _transfer_sections(final, fig_dir)
+                    + _pretraining_sections(runs, fig_dir, colors, report_variant_names(runs, results))
                     + _notes_section(results, runs))
         html = render_html(TITLE, sections, fig_dir)
     figures = [out / "figures" / b.file for s in sections for b in s.blocks if isinstance(b, Figure)]

@@ -46,8 +46,8 @@ from pathlib import Path
 
 from metaxlm.errors import DataError
 from metaxlm.io import atomic_write_json, json_safe
+from metaxlm.report.cells import DASH, cell, n_seeds, percent_scale  # scores shown as in task tables
 from metaxlm.report.document import Bullets, Section, Table, Text
-from metaxlm.report.evaluation import DASH, _cell, _n_seeds, _percent_scale  # scores shown as in task tables
 from metaxlm.report.results import ModelResult, number, report_config
 
 REPRODUCED, NOT_REPRODUCED, INCONCLUSIVE, NO_DATA, NOT_RUN = (
@@ -274,9 +274,9 @@ def _check_tasks(finding: Finding, a: ModelResult, b: ModelResult, models: dict)
     checks = []
     for name in shared:
         task_a, task_b = tasks_a[name], tasks_b[name]
-        scale = _percent_scale([task_a, task_b])
-        cells = [_cell(t["target_average"], _n_seeds(t), scale)[0] for t in (task_a, task_b)]
-        seeds = " / ".join(dict.fromkeys(str(_n_seeds(t)) for t in (task_a, task_b)))
+        scale = percent_scale([task_a, task_b])
+        cells = [cell(t["target_average"], n_seeds(t), scale)[0] for t in (task_a, task_b)]
+        seeds = " / ".join(dict.fromkeys(str(n_seeds(t)) for t in (task_a, task_b)))
         measured = f"{cells[0]} vs {cells[1]} ({seeds} seed(s))"
         verdict = compare(Measurement.of(task_a["target_average"]), Measurement.of(task_b["target_average"]),
                           finding.direction)
@@ -330,7 +330,7 @@ def _gap_entries(checkpoints: list[ModelResult], task: str) -> list[tuple[int, d
 
 def _trend_text(points: list[tuple[int, dict]], scale: float) -> str:
     (first_step, first), (last_step, last) = points[0], points[-1]
-    cells = [_cell(entry["transfer_gap"], _n_seeds(entry), scale)[0] for entry in (first, last)]
+    cells = [cell(entry["transfer_gap"], n_seeds(entry), scale)[0] for entry in (first, last)]
     return f"{cells[0]} → {cells[1]} (step {first_step} → {last_step})"
 
 
@@ -348,7 +348,7 @@ def _check_checkpoints(finding: Finding, a: ModelResult, b: ModelResult, models:
         series = {side: [(step, Measurement.of(entry["transfer_gap"])) for step, entry in points]
                   for side, points in entries.items()}
         verdict, falls, rises = compare_gap_trends(series["a"], series["b"])
-        scale = _percent_scale([entry for points in entries.values() for _, entry in points])
+        scale = percent_scale([entry for points in entries.values() for _, entry in points])
         trends = {side: _trend_text(points, scale) for side, points in entries.items()}
         measured = (f"{ROLE_LABELS[finding.a]} gap {trends['a']}: falls {falls}; "
                     f"{ROLE_LABELS[finding.b]} gap {trends['b']}: rises {rises}")

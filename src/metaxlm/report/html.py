@@ -23,7 +23,7 @@ tbody tr:nth-child(even) { background: #fafafa; }
 .wide { overflow-x: auto; }
 .caption { color: #555; font-size: 0.9em; margin-bottom: .2em; }
 figure { margin: 1em 0 1.6em; }
-figure img { max-width: 100%; height: auto; border: 1px solid #eee; }
+figure img { max-width: 100%; height: auto; border: 1px solid #eee; box-sizing: border-box; }  /* border inside the 100 % */
 figcaption { color: #555; font-size: 0.9em; }
 nav ul { columns: 2; }
 code { background: #f4f4f4; padding: 0 .2em; }

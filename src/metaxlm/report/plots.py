@@ -1,20 +1,21 @@
 """The report's figures (matplotlib, Agg backend). Each function draws one PNG; a model keeps its colour in every
-figure (the caller passes `colors`), and nothing random or time-dependent goes into the file, so reruns are identical."""
+figure (the caller passes `colors`, from report/colors.py), and nothing random or time-dependent goes into the
+file, so reruns are identical. Titles and axis labels too wide for their room are wrapped before the layout, so
+no text is cut off at the edge of the PNG."""
 
 from __future__ import annotations
 
 import math
+import textwrap
 from pathlib import Path
 
 from metaxlm.io import atomic_path
+from metaxlm.report.colors import colors_for as colors_for  # re-exported: the sections' entry point
 
 DPI = 110
-PALETTE = ["#1f77b4", "#d62728", "#2ca02c", "#ff7f0e", "#9467bd", "#8c564b", "#e377c2", "#7f7f7f", "#bcbd22",
-           "#17becf"]
-
-
-def colors_for(names: list[str]) -> dict[str, str]:
-    return {name: PALETTE[i % len(PALETTE)] for i, name in enumerate(names)}
+# Several lines of one model (one colour) in a panel, e.g. one model fine-tuned on several tasks, differ by these.
+LINESTYLES = ["-", "--", ":", "-."]
+MARKERS = ["o", "s", "^", "D", "v"]
 
 
 def _pyplot():
@@ -26,11 +27,73 @@ def _pyplot():
     return plt
 
 
+def _wrap_to_fit(text, room: float, renderer, *, vertical: bool = False) -> None:
+    """Re-wrap a Text artist at word boundaries until its long side fits `room` pixels (its width, or its height
+    for a rotated y label); explicit line breaks are kept. A word longer than the room is broken."""
+    content = text.get_text()
+    if not content or not text.get_visible():
+        return
+
+    def long_side() -> float:
+        extent = text.get_window_extent(renderer)
+        return extent.height if vertical else extent.width
+
+    if long_side() <= room:
+        return
+    lines = content.split("\n")
+    longest = max(len(line) for line in lines)
+    # Start near the width that should fit, then narrow one character at a time (text width is not linear).
+    width = max(8, min(longest - 1, int(longest * room / long_side())))
+    while True:
+        text.set_text("\n".join(textwrap.fill(line, width) for line in lines))
+        if long_side() <= room or width <= 8:
+            return
+        width -= 1
+
+
+def _fit_texts(fig) -> None:
+    """Wrap the suptitle to the figure's width, and each panel's title and axis labels to the panel (a label of
+    a colour bar to the bar's height), so that the layout can find room for all of them. The panels' size before
+    the layout is a little smaller than after it: a safe guess."""
+    renderer = fig.canvas.get_renderer()
+    suptitle = getattr(fig, "_suptitle", None)  # matplotlib keeps no public handle on the suptitle artist
+    if suptitle is not None:
+        _wrap_to_fit(suptitle, 0.96 * fig.bbox.width, renderer)
+    for ax in fig.axes:
+        if not ax.get_visible():
+            continue
+        for title in (ax.title, ax._left_title, ax._right_title):  # no public accessor for these either
+            _wrap_to_fit(title, ax.bbox.width, renderer)
+        _wrap_to_fit(ax.xaxis.label, ax.bbox.width, renderer)
+        _wrap_to_fit(ax.yaxis.label, ax.bbox.height, renderer, vertical=True)
+        if ax.get_legend() is not None:
+            _fit_legend(ax, renderer)
+
+
+def _fit_legend(ax, renderer) -> None:
+    """A legend inside its panel: fewer columns while it is wider than the panel, then wrapped names."""
+    legend = ax.get_legend()
+    ncols = getattr(legend, "_ncols", 1)  # no public getter
+    fontsize = legend.get_texts()[0].get_fontsize()
+    while legend.get_window_extent(renderer).width > ax.bbox.width and ncols > 1:
+        ncols -= 1
+        # Drawn again: Legend.set_ncols does not lay the legend out anew. (Our legends set only these two.)
+        legend = ax.legend(fontsize=fontsize, ncols=ncols)
+    excess = legend.get_window_extent(renderer).width - ax.bbox.width
+    if excess > 0:
+        widest = max(text.get_window_extent(renderer).width for text in legend.get_texts())
+        for text in legend.get_texts():
+            _wrap_to_fit(text, widest - excess, renderer)
+
+
 def _save(fig, path: Path) -> None:
+    _fit_texts(fig)
     fig.tight_layout()
     with atomic_path(path) as tmp:
-        # Pinned metadata: the default "Software" entry would change with the matplotlib version.
-        fig.savefig(tmp, format="png", dpi=DPI, metadata={"Software": "metaxlm report"})
+        # Pinned metadata: the default "Software" entry would change with the matplotlib version. The tight box
+        # only trims margins (every text fits the figure after _fit_texts), and catches what cannot be wrapped.
+        fig.savefig(tmp, format="png", dpi=DPI, metadata={"Software": "metaxlm report"}, bbox_inches="tight",
+                    pad_inches=0.05)
     _pyplot().close(fig)
 
 
@@ -116,15 +179,19 @@ def step_curves(path: Path, title: str, ylabel: str, series: dict[str, list[tupl
 
 
 def finetune_curves(path: Path, title: str, panels: dict[str, dict[str, list[tuple[int, float, float]]]],
-                    ylabels: dict[str, str], colors: dict[str, str]) -> None:
+                    ylabels: dict[str, str], colors: dict[str, str], styles: dict[str, int] | None = None) -> None:
     """Test score against fine-tuning step: one panel per (metric, language) key of `panels`, one line per
-    model/task with a band of ± one std over seeds: `panels[panel][series] = [(step, mean, std)]`."""
+    model/task with a band of ± one std over seeds: `panels[panel][series] = [(step, mean, std)]`. `colors[series]`
+    is the model's colour; `styles[series]` (a small number) picks line style and marker, to tell apart the lines
+    of one model (several tasks)."""
     fig, axes = _panel_grid(len(panels), max_cols=2, size=(5.6, 3.8))
     for ax, (panel, lines) in zip(axes, panels.items(), strict=False):
         for series, points in lines.items():
             points = sorted(points)
             steps, means = [p[0] for p in points], [p[1] for p in points]
-            ax.plot(steps, means, marker="o", markersize=4, label=series, color=colors[series])
+            style = (styles or {}).get(series, 0)
+            ax.plot(steps, means, marker=MARKERS[style % len(MARKERS)], markersize=4, label=series,
+                    linestyle=LINESTYLES[style % len(LINESTYLES)], color=colors[series])
             stds = [0.0 if math.isnan(p[2]) else p[2] for p in points]
             if any(stds):
                 ax.fill_between(steps, [m - s for m, s in zip(means, stds, strict=True)],

@@ -2,17 +2,22 @@
 
 Reads each variant's metrics.jsonl and writes, into the run directory:
   comparison.json / comparison.md   final held-out loss per language and variant, the mean over the
-                                    non-English languages, and the difference to the first variant
-  heldout_curves.png                held-out loss (mean over non-English languages) against steps
+                                    languages other than the pivot, and the difference to the first variant
+  heldout_curves.png                held-out loss (mean over the non-pivot languages) against steps
   heldout_by_language.png           final held-out loss per language, one bar per variant
+A variant has the colour the run's report gives it (report/colors.py); the report redraws these figures from
+comparison.json with its own colours.
 """
 
 from __future__ import annotations
 
 import json
+import math
 from pathlib import Path
 
 from metaxlm.io import atomic_write_json, atomic_write_text
+from metaxlm.report import plots
+from metaxlm.report.colors import run_variant_colors
 
 
 def read_curves(variant_dir: Path) -> dict[int, dict[str, float]]:
@@ -28,7 +33,14 @@ def read_curves(variant_dir: Path) -> dict[int, dict[str, float]]:
     return curves
 
 
-def compare_variants(run_dir: str | Path, variants: list[str], pivot: str = "en") -> dict:
+CURVES_PNG = "heldout_curves.png"
+BY_LANGUAGE_PNG = "heldout_by_language.png"
+
+
+def compare_variants(run_dir: str | Path, variants: list[str], pivot: str = "en",
+                     colors: dict[str, str] | None = None) -> dict:
+    """Write the comparison files of the variants that logged held-out losses; `colors` (variant -> colour)
+    defaults to the run's config order, as the run's report colours its models (report/colors.py)."""
     run = Path(run_dir)
     curves = {v: read_curves(run / "pretrain" / v) for v in variants}
     curves = {v: c for v, c in curves.items() if c}
@@ -45,6 +57,8 @@ def compare_variants(run_dir: str | Path, variants: list[str], pivot: str = "en"
     base = next(iter(final))
     out = {
         "metric": "held-out MLM loss (nats per masked token, fixed masks); lower is better",
+        "pivot": pivot,
+        "languages": langs,
         "steps": {v: max(c) for v, c in curves.items()},
         "final": final,
         "mean_non_pivot": {v: mean_others(f) for v, f in final.items()},
@@ -54,7 +68,7 @@ def compare_variants(run_dir: str | Path, variants: list[str], pivot: str = "en"
     out["delta_vs_baseline"] = {v: out["mean_non_pivot"][v] - out["mean_non_pivot"][base] for v in final}
     atomic_write_json(run / "comparison.json", out)
     atomic_write_text(run / "comparison.md", _markdown(out, langs, pivot))
-    _plots(run, out, curves, langs, others)
+    plot_comparison(out, run / CURVES_PNG, run / BY_LANGUAGE_PNG, colors or run_variant_colors(run, variants))
     return out
 
 
@@ -67,38 +81,23 @@ def _markdown(out: dict, langs: list[str], pivot: str) -> str:
     delta = f"| Δ vs {out['baseline']} | " + " | ".join(f"{out['delta_vs_baseline'][v]:+.3f}" for v in variants) + " |\n"
     steps = ", ".join(f"{v}: {s}" for v, s in out["steps"].items())
     return (f"# Pretraining comparison\n\n{out['metric']}; steps: {steps}.\n\n" + head + rows + mean + delta
-            + "\n![held-out loss against steps](heldout_curves.png)\n\n![per language](heldout_by_language.png)\n")
+            + f"\n![held-out loss against steps]({CURVES_PNG})\n\n![per language]({BY_LANGUAGE_PNG})\n")
 
 
-def _plots(run: Path, out: dict, curves: dict, langs: list[str], others: list[str]) -> None:
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
-    fig, ax = plt.subplots(figsize=(6.4, 4))
-    for v, c in out["curves"].items():
-        steps = [int(s) for s in c]
-        ax.plot(steps, list(c.values()), marker="o", markersize=3, label=v)
-    ax.set_xlabel("pretraining step")
-    ax.set_ylabel(f"held-out MLM loss\n(mean of {len(others)} non-English languages)")
-    ax.set_title("Cross-lingual pretraining: held-out MLM loss")
-    ax.grid(alpha=0.3)
-    ax.legend()
-    fig.tight_layout()
-    fig.savefig(run / "heldout_curves.png", dpi=120)
-    plt.close(fig)
-
-    variants = list(out["final"])
-    width = 0.8 / len(variants)
-    fig, ax = plt.subplots(figsize=(max(6.4, 0.6 * len(langs) * len(variants) / 2), 4))
-    for i, v in enumerate(variants):
-        xs = [j + i * width for j in range(len(langs))]
-        ax.bar(xs, [out["final"][v].get(lang, 0) for lang in langs], width=width, label=v)
-    ax.set_xticks([j + width * (len(variants) - 1) / 2 for j in range(len(langs))], langs)
-    ax.set_ylabel("final held-out MLM loss")
-    ax.set_title("Held-out MLM loss per language (lower is better)")
-    ax.legend()
-    fig.tight_layout()
-    fig.savefig(run / "heldout_by_language.png", dpi=120)
-    plt.close(fig)
+def plot_comparison(comparison: dict, curves_png: Path, by_language_png: Path, colors: dict[str, str]) -> None:
+    """The two figures of a comparison (as compare_variants returns it, or read from comparison.json; files
+    written before it recorded `languages` and `pivot` take the languages in file order): held-out loss against
+    steps, and the final loss per language. `colors` needs every variant of the comparison."""
+    final = comparison["final"]
+    pivot = comparison.get("pivot")
+    langs = comparison.get("languages") or list(dict.fromkeys(lang for losses in final.values() for lang in losses))
+    others = len([lang for lang in langs if lang != pivot])
+    average = (f"mean of {others} language{'s' if others != 1 else ''} other than {pivot}" if pivot
+               else "mean over the non-pivot languages")
+    series = {v: [(int(step), loss, math.nan) for step, loss in curve.items()]
+              for v, curve in comparison["curves"].items()}
+    plots.step_curves(curves_png, "Cross-lingual pretraining: held-out MLM loss",
+                      f"held-out MLM loss\n({average})", series, colors)
+    plots.task_bars(by_language_png, "Held-out MLM loss per language (lower is better)", "final held-out MLM loss",
+                    langs, {v: {lang: (loss, 0.0) for lang, loss in losses.items()} for v, losses in final.items()},
+                    colors)

@@ -29,6 +29,15 @@ class ModelResult:
     path: Path
 
     @property
+    def run(self) -> Path:
+        return self.path.parents[2]  # <run>/eval/<model>/results.json
+
+    @property
+    def own_variant(self) -> str:
+        """The variant as its run calls it (`variant` may carry the run's name as a prefix)."""
+        return self.data.get("variant") or self.data["model_name"]
+
+    @property
     def modified(self) -> str:
         return datetime.fromtimestamp(self.path.stat().st_mtime, UTC).strftime("%Y-%m-%d %H:%M:%S UTC")
 
@@ -110,7 +119,7 @@ def _check(data, path: Path) -> None:
                     numbers(entry[key], f"{where}.{key}", len(layers))
 
 
-def _variant_order(run: Path) -> list[str]:
+def variant_order(run: Path) -> list[str]:
     """The run config's variant order (xlm, metaxlm, metaxlm_dict), so tables list models as the paper does."""
     try:
         variants = yaml.safe_load((run / "config.yaml").read_text()).get("variants")
@@ -143,7 +152,7 @@ def collect_results(run_dirs: list[Path]) -> list[ModelResult]:
     for index, run in enumerate(run_dirs):
         if not run.is_dir():
             raise MetaXLMError(f"{run}: no such run directory")
-        order = _variant_order(run)
+        order = variant_order(run)
         for path in sorted(run.glob("eval/*/results.json")):
             data = load_results(path)
             variant = data.get("variant") or data["model_name"]
