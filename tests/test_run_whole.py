@@ -55,12 +55,14 @@ def test_run_clock_costs_what_is_left_from_measured_rates(tmp_path):
     clock.plan_evaluation({"a@step50": False, "a": True, "b": True})
     left, unknown = clock.remaining()
     assert unknown == ["pretraining", "evaluation"] and left == 0.0
-    assert "not measured yet" in clock.line() and "pretrain 1/3 variants" in clock.line()
+    assert "ETA whole run not known yet (pretraining and evaluation not measured)" in clock.line()
+    assert "pretrain 1/3 variants" in clock.line()
 
     clock.done_stage("prepare", 30.0)
     clock.done_variant("a", 100, 200.0)          # 2 s/step: b (unmeasured) is costed at the mean rate
     left, unknown = clock.remaining()
     assert unknown == ["evaluation"] and left == pytest.approx(100 * 2.0)
+    assert "ETA whole run > 0:03:20 (evaluation not measured yet)" in lines[-1]
     clock.done_variant("b", 100, 400.0)
     clock.done_model("a@step50", 10.0)           # a checkpoint: finals are not costed from it
     assert clock.remaining()[1] == ["evaluation"]

@@ -112,7 +112,9 @@ class RunClock:
         if self.eval_total:
             parts.append(f"evaluate {self.eval_total - len(self.eval_left)}/{self.eval_total} models")
         finish = (datetime.now(UTC) + timedelta(seconds=left)).strftime("%H:%M UTC")
-        if unknown:
+        if unknown and left < 1:
+            eta = f"ETA whole run not known yet ({' and '.join(unknown)} not measured)"
+        elif unknown:
             eta = f"ETA whole run > {_hms(left)} ({' and '.join(unknown)} not measured yet)"
         else:
             eta = f"ETA whole run {_hms(left)} ({finish})"
