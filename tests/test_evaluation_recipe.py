@@ -13,7 +13,8 @@ import yaml
 from metaxlm.config import load_config
 from metaxlm.errors import ConfigError, MetaXLMError
 from metaxlm.evaluation import recipe
-from metaxlm.pipeline import planned_evaluation, run
+from metaxlm.evaluation.recipe import planned_evaluation
+from metaxlm.pipeline import run
 from metaxlm.vocab import load_tokenizer
 
 WORDS = "the house is small and the cat sleeps on the red chair near an open window".split()

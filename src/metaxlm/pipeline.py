@@ -126,26 +126,6 @@ STAGES = {"vocab": stage_vocab, "prepare": stage_prepare, "stats": stage_stats, 
           "evaluate": stage_evaluate, "report": stage_report}
 
 
-def planned_evaluation(cfg: RunConfig) -> dict[str, bool]:
-    """The models the evaluate stage will see (name -> final model?), predicted before pretraining has made them:
-    each evaluated variant's final model, its kept intermediate checkpoints when `evaluate.checkpoints`, and the
-    named models. Only the whole-run ETA uses it; the evaluate stage lists the real ones."""
-    ecfg = cfg.evaluate
-    models: dict[str, bool] = {}
-    for variant in (cfg.run_variants or list(cfg.variants)) if ecfg.variants is None else ecfg.variants:
-        train = cfg.train_for(variant) if variant in cfg.variants else None
-        if train is not None and ecfg.checkpoints and variant in (ecfg.checkpoint_variants or [variant]):
-            ckpt = RunDir.of(cfg).variant(variant).ckpt
-            if (RunDir.of(cfg).variant(variant).final / "config.json").exists():  # pretrained: what it kept
-                saved = sorted(int(p.name.removeprefix("step_")) for p in ckpt.glob("step_*"))
-            else:
-                saved = list(range(train.save_every, train.steps + 1, train.save_every))[-train.keep_checkpoints:]
-            models.update({f"{variant}@step{step}": False for step in saved if step < train.steps})
-        models[variant] = True
-    models.update({name: True for name in ecfg.models})
-    return models
-
-
 def run(cfg: RunConfig, progress: bool = True) -> None:
     if "pretrain" in cfg.stages:
         from metaxlm.pretrain.recipe import check_pretraining_config
@@ -157,6 +137,8 @@ def run(cfg: RunConfig, progress: bool = True) -> None:
         clock.plan_pretraining({name: cfg.train_for(name).steps - _steps_done(cfg, name)
                                 for name in cfg.variant_order()})
     if "evaluate" in cfg.stages:
+        from metaxlm.evaluation.recipe import planned_evaluation
+
         clock.plan_evaluation(planned_evaluation(cfg))
     seconds = {}
     for name in cfg.stages:

@@ -47,6 +47,35 @@ def eval_dir(cfg: RunConfig) -> Path:
     return RunDir.of(cfg).eval
 
 
+def evaluated_variants(cfg: RunConfig) -> list[str]:
+    """`evaluate.variants`, by default the variants the run pretrains."""
+    return (cfg.run_variants or list(cfg.variants)) if cfg.evaluate.variants is None else cfg.evaluate.variants
+
+
+def checkpoints_evaluated(cfg: RunConfig, variant: str) -> bool:
+    """Whether a variant's intermediate checkpoints are evaluated (`evaluate.checkpoints`, `checkpoint_variants`)."""
+    ecfg = cfg.evaluate
+    return ecfg.checkpoints and (ecfg.checkpoint_variants is None or variant in ecfg.checkpoint_variants)
+
+
+def planned_evaluation(cfg: RunConfig) -> dict[str, bool]:
+    """The models the evaluate stage will see (name -> final model?), predicted before pretraining has made them:
+    each evaluated variant's final model, its kept intermediate checkpoints when they are evaluated, and the named
+    models. Only the whole-run ETA uses it; models_to_evaluate lists the real ones."""
+    models: dict[str, bool] = {}
+    for variant in evaluated_variants(cfg):
+        if variant in cfg.variants and checkpoints_evaluated(cfg, variant):
+            train, vdir = cfg.train_for(variant), RunDir.of(cfg).variant(variant)
+            if (vdir.final / "config.json").exists():  # pretrained: the checkpoints it kept
+                saved = sorted(int(p.name.removeprefix("step_")) for p in vdir.ckpt.glob("step_*"))
+            else:
+                saved = list(range(train.save_every, train.steps + 1, train.save_every))[-train.keep_checkpoints:]
+            models.update({f"{variant}@step{step}": False for step in saved if step < train.steps})
+        models[variant] = True
+    models.update({name: True for name in cfg.evaluate.models})
+    return models
+
+
 def models_to_evaluate(cfg: RunConfig) -> list[ModelToEvaluate]:
     ecfg = cfg.evaluate
     run = RunDir.of(cfg)
@@ -54,7 +83,7 @@ def models_to_evaluate(cfg: RunConfig) -> list[ModelToEvaluate]:
     if unknown := [v for v in ecfg.checkpoint_variants or [] if v not in cfg.variants]:
         raise ConfigError(f"evaluate.checkpoint_variants: no variant {', '.join(map(repr, unknown))} "
                           f"(variants: {', '.join(cfg.variants)})")
-    for variant in (cfg.run_variants or list(cfg.variants)) if ecfg.variants is None else ecfg.variants:
+    for variant in evaluated_variants(cfg):
         if variant not in cfg.variants:
             raise ConfigError(f"evaluate.variants: no variant {variant!r} (variants: {', '.join(cfg.variants)})")
         vdir = run.variant(variant)
@@ -63,7 +92,7 @@ def models_to_evaluate(cfg: RunConfig) -> list[ModelToEvaluate]:
             raise MetaXLMError(f"variant {variant}: no pretrained model at {final}: run the pretrain stage first")
         summary = json.loads(vdir.summary.read_text()) if vdir.summary.exists() else {}
         final_step = summary.get("steps")
-        if ecfg.checkpoints and (ecfg.checkpoint_variants is None or variant in ecfg.checkpoint_variants):
+        if checkpoints_evaluated(cfg, variant):
             for ckpt in sorted(vdir.ckpt.glob("step_*")):
                 step = int(ckpt.name.removeprefix("step_"))
                 if final_step is None or step < final_step:
