@@ -12,6 +12,7 @@ import shutil
 import time
 from pathlib import Path
 
+from metaxlm import stamps
 from metaxlm.config import RunConfig
 from metaxlm.data.prepare import prepare_corpora
 from metaxlm.data.stats import corpus_stats, format_stats
@@ -24,8 +25,42 @@ from metaxlm.vocab import load_tokenizer, save_spm_as_hf, train_vocab, trim_voca
 from metaxlm.vocab.load import SPM_FILE
 
 
+def _vocab_fingerprint(cfg: RunConfig) -> str:
+    corpora = cfg.data.mono_corpora()
+    source = stamps.file_signature(cfg.vocab.path) if cfg.vocab.mode != "train" and cfg.vocab.path else None
+    return stamps.fingerprint(vocab=cfg.vocab.model_dump(), seed=cfg.seed, alpha=cfg.data.alpha,
+                              skip_bad=cfg.data.skip_bad, corpora={k: v.model_dump() for k, v in corpora.items()},
+                              files=stamps.input_files(corpora), source=source)
+
+
+def _prepare_fingerprint(cfg: RunConfig) -> str:
+    mono, parallel = cfg.data.mono_corpora(), cfg.data.parallel_corpora()
+    vocab = stamps.file_signature(RunDir.of(cfg).vocab)  # a retrained vocabulary has new files: prepare again
+    return stamps.fingerprint(prepare=cfg.prepare.model_dump(), seed=cfg.seed, skip_bad=cfg.data.skip_bad,
+                              mono={k: v.model_dump() for k, v in mono.items()},
+                              parallel={k: v.model_dump() for k, v in parallel.items()},
+                              files=stamps.input_files(mono) + stamps.input_files(parallel), vocab=vocab)
+
+
+def _reused_or_made(cfg: RunConfig, name: str, output: Path, digest: str, make) -> dict:
+    """Run a stage unless its output was made from exactly these inputs (see metaxlm.stamps)."""
+    stamp = RunDir.of(cfg).stamp(name)
+    info = stamps.reusable(stamp, output, digest)
+    if info is not None:
+        print(f"{name}: reused {output} (made from the same config and input files; delete it to redo)")
+        return info
+    stamps.clear(stamp)
+    info = make()
+    stamps.record(stamp, digest, info)
+    return info
+
+
 def stage_vocab(cfg: RunConfig, progress: bool = True) -> dict:
     out = RunDir.of(cfg).vocab
+    return _reused_or_made(cfg, "vocab", out, _vocab_fingerprint(cfg), lambda: _make_vocab(cfg, out, progress))
+
+
+def _make_vocab(cfg: RunConfig, out: Path, progress: bool) -> dict:
     corpora = cfg.data.mono_corpora()
     if cfg.vocab.mode == "train":
         info = train_vocab(corpora, cfg.vocab, out, alpha=cfg.data.alpha, seed=cfg.seed,
@@ -57,6 +92,11 @@ def stage_vocab(cfg: RunConfig, progress: bool = True) -> dict:
 
 
 def stage_prepare(cfg: RunConfig, progress: bool = True) -> dict:
+    return _reused_or_made(cfg, "prepare", RunDir.of(cfg).prepared, _prepare_fingerprint(cfg),
+                           lambda: _make_prepared(cfg, progress))
+
+
+def _make_prepared(cfg: RunConfig, progress: bool) -> dict:
     meta = prepare_corpora(cfg.data.mono_corpora(), cfg.data.parallel_corpora(), RunDir.of(cfg).vocab,
                            RunDir.of(cfg).prepared, cfg.prepare, skip_bad=cfg.data.skip_bad, progress=progress,
                            load_tokenizer=load_tokenizer)

@@ -3,6 +3,7 @@
     <output_dir>/
       config.yaml, run_info.json       the resolved config and provenance
       vocab/  prepared/  stats.json    shared vocabulary, Arrow data, corpus statistics
+      stages/<stage>.json              what vocab/ and prepared/ were made from (reused while unchanged)
       meta/final/                      phase (a): the meta-pretrained English model
       pretrain/<variant>/              one pretraining run: ckpt/, metrics.jsonl, tb/, final/, summary.json,
                                        init.json, coverage.json
@@ -60,6 +61,9 @@ class RunDir:
     def of(cls, cfg) -> RunDir:
         """The layout of a RunConfig's output_dir."""
         return cls(Path(cfg.output_dir))
+
+    def stamp(self, stage: str) -> Path:
+        return self.root / "stages" / f"{stage}.json"
 
     @property
     def vocab(self) -> Path:
