@@ -3,17 +3,21 @@
 Nothing is installed: a .deb is opened with `dpkg-deb -x`, a wheel/sdist with zipfile/tarfile. Each unpacked tree lives in `cache_dir/unpacked/<name>_<version>/` and is
 written to a temp dir first and renamed, so an interrupted fetch never leaves a half tree that a later
 run would trust. A package already in the cache is reused without touching the network, so a rebuild
-from a warm cache is offline and byte-identical.
+from a warm cache is offline and byte-identical. A wheel or sdist with an entry that would land outside its
+folder (an absolute path, `..`, a link pointing outside) is refused before anything is written.
 """
 
 from __future__ import annotations
 
+import posixpath
 import shutil
+import stat
 import subprocess
 import sys
 import tarfile
 import tempfile
 import zipfile
+from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -60,6 +64,47 @@ def _unpack_once(dest: Path, unpack) -> Path:
     return dest
 
 
+def _leaves_folder(path: str) -> bool:
+    """Whether `path`, relative to the folder an archive unpacks into, points outside it (absolute, or climbing out
+    with `..`)."""
+    norm = posixpath.normpath(path)
+    return path.startswith("/") or norm == ".." or norm.startswith("../")
+
+
+def _refuse_escaping_entries(archive: Path, entries: Iterable[tuple[str, str | None, str | None]]) -> None:
+    """`entries`: (name, link target or None, where the link points relative to the folder). An archive from a
+    registry is untrusted input: one entry outside the folder refuses the whole archive, before anything is written
+    (zipfile would silently rename such entries, tarfile's data filter strips a leading `/`)."""
+    for name, target, points_to in entries:
+        if _leaves_folder(name) or ".." in name.split("/"):
+            problem = f"entry {name!r} would be written outside the folder it unpacks into"
+        elif points_to is not None and _leaves_folder(points_to):
+            problem = f"link {name!r} -> {target!r} points outside the folder it unpacks into"
+        else:
+            continue
+        raise FetchError(f"{archive}: {problem}; refusing to unpack it (a damaged or malicious package): delete the "
+                         f"file and fetch it again")
+
+
+def _zip_entries(z: zipfile.ZipFile) -> Iterable[tuple[str, str | None, str | None]]:
+    for info in z.infolist():
+        if stat.S_ISLNK(info.external_attr >> 16):  # a symlink: its target is the entry's content
+            target = z.read(info).decode("utf-8", errors="replace")
+            yield info.filename, target, posixpath.join(posixpath.dirname(info.filename), target)
+        else:
+            yield info.filename, None, None
+
+
+def _tar_entries(t: tarfile.TarFile) -> Iterable[tuple[str, str | None, str | None]]:
+    for member in t.getmembers():
+        if member.issym():  # relative to the link's folder
+            yield member.name, member.linkname, posixpath.join(posixpath.dirname(member.name), member.linkname)
+        elif member.islnk():  # a hard link names another entry of the archive
+            yield member.name, member.linkname, member.linkname
+        else:
+            yield member.name, None, None
+
+
 def fetch_deb(name: str, cache_dir: Path) -> Package:
     """`apt-get download NAME` (unless a NAME_*.deb is cached) and `dpkg-deb -x` it."""
     cache_dir = Path(cache_dir).resolve()  # apt-get runs inside debs/: a relative path would break
@@ -97,12 +142,19 @@ def fetch_pypi(name: str, version: str, cache_dir: Path) -> Package:
     archive = cached()[0]
 
     def unpack(tmp: Path) -> None:
-        if archive.suffix == ".whl" or archive.suffix == ".zip":
-            with zipfile.ZipFile(archive) as z:
-                z.extractall(tmp)
-        else:
-            with tarfile.open(archive) as t:
-                t.extractall(tmp, filter="data")
+        try:
+            if archive.suffix == ".whl" or archive.suffix == ".zip":
+                with zipfile.ZipFile(archive) as z:
+                    _refuse_escaping_entries(archive, _zip_entries(z))
+                    z.extractall(tmp)
+            else:
+                with tarfile.open(archive) as t:
+                    _refuse_escaping_entries(archive, _tar_entries(t))
+                    # the data filter still refuses what a name alone does not show (device files, a link
+                    # reached through another link)
+                    t.extractall(tmp, filter="data")
+        except (zipfile.BadZipFile, tarfile.TarError) as err:  # tarfile.FilterError is a TarError
+            raise FetchError(f"{archive}: cannot unpack it safely ({err}): delete the file and fetch it again") from None
 
     dest = _unpack_once(cache_dir / "unpacked" / f"pypi-{name}_{version}", unpack)
     return Package("pypi", name, version, dest)

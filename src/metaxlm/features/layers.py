@@ -195,15 +195,16 @@ def load_encoder(model_dir: str | Path, tokenizer_dir: str | Path | None = None)
     from transformers import AutoModel, AutoTokenizer
 
     from metaxlm.errors import MetaXLMError
-    from metaxlm.models.loading import quiet_transformers
+    from metaxlm.models.loading import check_vocabulary_fits, load_pretrained, quiet_transformers
 
     for what, path in (("model", model_dir), ("tokenizer", tokenizer_dir or model_dir)):
         if not Path(path).is_dir():
             raise MetaXLMError(f"{path}: no such {what} directory")
     try:
+        with quiet_transformers():  # first: a tokenizer beside the model reads its config.json too, unchecked
+            model = load_pretrained(AutoModel, model_dir)
         tokenizer = AutoTokenizer.from_pretrained(str(tokenizer_dir or model_dir))
-        with quiet_transformers():
-            model = AutoModel.from_pretrained(str(model_dir))
     except (OSError, ValueError) as e:
         raise MetaXLMError(f"{model_dir}: cannot load an encoder and its tokenizer: {e}") from None
+    check_vocabulary_fits(model, tokenizer, model_dir, tokenizer_dir or model_dir)
     return model.eval(), tokenizer

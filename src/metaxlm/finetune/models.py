@@ -7,7 +7,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from metaxlm.errors import MetaXLMError
-from metaxlm.models.loading import quiet_transformers
+from metaxlm.models.loading import check_vocabulary_fits, load_pretrained, quiet_transformers
 from metaxlm.vocab import load_tokenizer
 
 
@@ -44,6 +44,7 @@ def load_model(task, model_dir: str | Path):
             # new weights under the fine-tuning seed (set_seed ran just before): part of the run, like a new head
             model = assemble_seq2seq(model_dir, tokenizer=task.tokenizer, decoder_layers=assembly.decoder_layers,
                                      init=assembly.init, seed=torch.initial_seed())
+        check_vocabulary_fits(model, task.tokenizer, model_dir, getattr(task.tokenizer, "name_or_path", None))
         task.decoder_start_token_id = special_token(model, "decoder_start_token_id")
         return model
     auto = getattr(transformers, task.auto_model)
@@ -51,10 +52,11 @@ def load_model(task, model_dir: str | Path):
         try:
             # a directory that already holds a head of another size gets a new head (mismatched body
             # weights are rejected below)
-            model, info = auto.from_pretrained(str(model_dir), output_loading_info=True, ignore_mismatched_sizes=True,
-                                               **task.model_kwargs())
+            model, info = load_pretrained(auto, model_dir, output_loading_info=True, ignore_mismatched_sizes=True,
+                                          **task.model_kwargs())
         except (OSError, ValueError) as err:
             raise MetaXLMError(f"{model_dir}: cannot load as {task.auto_model}: {err}") from None
+    check_vocabulary_fits(model, task.tokenizer, model_dir, getattr(task.tokenizer, "name_or_path", None))
     body = model.base_model_prefix
     mismatched = {k[0] if isinstance(k, tuple) else k for k in info.get("mismatched_keys", ())}
     missing = sorted(k for k in set(info["missing_keys"]) | mismatched if k.startswith(f"{body}.") and ".pooler." not in k)

@@ -36,23 +36,18 @@ BLEU_TOKENIZE = {"zh": "zh", "ja": "char", "ko": "char"}
 
 def load_seq2seq(model_dir: str | Path):
     """The model in `model_dir` as AutoModelForSeq2SeqLM, in eval mode; a clear error when it is not one."""
-    from transformers import AutoConfig, AutoModelForSeq2SeqLM
+    from transformers import AutoModelForSeq2SeqLM
 
-    from metaxlm.models.loading import quiet_transformers
+    from metaxlm.models.loading import load_model_config, load_pretrained, quiet_transformers
 
     model_dir = Path(model_dir)
-    if not (model_dir / "config.json").exists():
-        raise MetaXLMError(f"{model_dir}: no config.json, not an HF model directory")
     with quiet_transformers():
-        try:
-            config = AutoConfig.from_pretrained(str(model_dir))
-        except (OSError, ValueError) as err:
-            raise MetaXLMError(f"{model_dir}: cannot read the model config: {err}") from None
+        config = load_model_config(model_dir)
         if not getattr(config, "is_encoder_decoder", False):
             raise MetaXLMError(f"{model_dir}: not a sequence-to-sequence model (model_type {config.model_type!r}, "
                                f"no decoder), so it cannot translate; to {EXPORT_HINT}")
         try:
-            model = AutoModelForSeq2SeqLM.from_pretrained(str(model_dir))
+            model = load_pretrained(AutoModelForSeq2SeqLM, model_dir)
         except (OSError, ValueError) as err:
             raise MetaXLMError(f"{model_dir}: cannot load as AutoModelForSeq2SeqLM: {err}") from None
     missing = [key for key in ("decoder_start_token_id", "eos_token_id", "pad_token_id")
@@ -173,10 +168,12 @@ def translate_file(model_dir: str | Path, src: str | Path, out: str | Path, *, t
     in input order). Returns the run's stats (sentences, generated tokens, seconds)."""
     from metaxlm.finetune.models import load_finetune_tokenizer
     from metaxlm.io import atomic_write_text
+    from metaxlm.models.loading import check_vocabulary_fits
 
     texts = read_sentences(src)
     model = load_seq2seq(model_dir)
     tokenizer = load_finetune_tokenizer(model_dir, tokenizer_dir)
+    check_vocabulary_fits(model, tokenizer, model_dir, tokenizer_dir or model_dir)
     stats: dict = {}
     hypotheses = generate_translations(model, tokenizer, texts, num_beams=num_beams, length_penalty=length_penalty,
                                        max_new_tokens=max_new_tokens, max_source_len=max_source_len,

@@ -33,9 +33,10 @@ def cmd_veco_export(args) -> None:
     from metaxlm.errors import ConfigError
     from metaxlm.io import atomic_dir
     from metaxlm.models.archs.veco import load_veco
+    from metaxlm.models.loading import check_model_dir, check_vocabulary_fits
     from metaxlm.models.veco_export import assemble_seq2seq, export_encoder, save_seq2seq
 
-    source = Path(args.model)
+    source = check_model_dir(args.model)  # before the tokenizer, which reads config.json unchecked
     tok_dir = Path(args.tokenizer) if args.tokenizer else source
     if not (tok_dir / "tokenizer_config.json").exists() and (source / "veco" / "tokenizer_config.json").exists():
         tok_dir = source / "veco"
@@ -45,6 +46,7 @@ def cmd_veco_export(args) -> None:
     out = Path(args.out)
     if args.nlu:
         model = load_veco(source)
+        check_vocabulary_fits(model, tokenizer, source, tok_dir)
         with atomic_dir(out) as tmp:
             export_encoder(model, tokenizer, tmp)
         print(f"wrote the NLU export (BertForMaskedLM: embeddings, self-attention, FFN, MLM head; cross-attention "
@@ -53,6 +55,7 @@ def cmd_veco_export(args) -> None:
         layers = [int(x) for x in args.decoder_layers.split(",")] if "," in args.decoder_layers \
             else int(args.decoder_layers)
         seq2seq = assemble_seq2seq(source, tokenizer, decoder_layers=layers, init=args.init, seed=args.seed)
+        check_vocabulary_fits(seq2seq, tokenizer, source, tok_dir)
         save_seq2seq(seq2seq, tokenizer, out)
         print(f"wrote EncoderDecoderModel (encoder: {seq2seq.config.encoder.num_hidden_layers} layers; decoder: "
               f"layers {seq2seq.metaxlm_decoder_layers} of the source, init {args.init}) + tokenizer: {out}")

@@ -41,16 +41,15 @@ def _has_mlm_head(config) -> bool:
 
 def import_english_encoder(src: str | Path | None, out_dir: str | Path, *, seed: int = 0) -> Path:
     """Write `out_dir`: a BertForMaskedLM (safetensors) + tokenizer + `metaxlm_import.json`. Returns `out_dir`."""
-    from transformers import AutoConfig, AutoModel, AutoTokenizer, BertForMaskedLM
+    from transformers import AutoModel, AutoTokenizer, BertForMaskedLM
+
+    from metaxlm.models.loading import check_vocabulary_fits, load_model_config, load_pretrained
 
     src = Path(src) if src is not None else default_english_model_dir()
     out = Path(out_dir)
     if not (src / "config.json").exists():
         raise MetaXLMError(f"{src}: not an HF model folder (no config.json)")
-    try:
-        config = AutoConfig.from_pretrained(src, local_files_only=True)
-    except (OSError, ValueError) as err:
-        raise MetaXLMError(f"{src}: cannot read the model config: {err}") from None
+    config = load_model_config(src)
     if config.model_type != "bert":
         raise MetaXLMError(f"{src}: model_type is {config.model_type!r}; only BERT encoders can be imported")
     architectures = list(config.architectures or [])  # save_pretrained overwrites config.architectures
@@ -65,15 +64,15 @@ def import_english_encoder(src: str | Path | None, out_dir: str | Path, *, seed:
 
     if _has_mlm_head(config):
         # A checkpoint that already has an MLM head: keep it, and insist nothing is left uninitialised.
-        loaded, info = BertForMaskedLM.from_pretrained(src, config=config, local_files_only=True,
-                                                       output_loading_info=True)
+        loaded, info = load_pretrained(BertForMaskedLM, src, config=config, local_files_only=True,
+                                       output_loading_info=True)
         missing = sorted(set(info["missing_keys"]) - {"cls.predictions.decoder.bias"})  # tied to predictions.bias
         if missing:
             raise MetaXLMError(f"{src}: checkpoint lacks {missing}")
         model, initialized, dropped = loaded, [], sorted(info["unexpected_keys"])
         copied = sorted(k for k in model.state_dict() if k != "cls.predictions.decoder.weight")
     else:
-        encoder = AutoModel.from_pretrained(src, local_files_only=True)
+        encoder = load_pretrained(AutoModel, src, local_files_only=True)
         state = encoder.state_dict()
         dropped = sorted(k for k in state if k.startswith(DROPPABLE_PREFIXES))
         state = {k: v for k, v in state.items() if k not in dropped}
@@ -88,6 +87,7 @@ def import_english_encoder(src: str | Path | None, out_dir: str | Path, *, seed:
     if model.get_output_embeddings().weight is not model.get_input_embeddings().weight:
         raise MetaXLMError("internal: MLM decoder is not tied to the word embeddings")
     tokenizer = AutoTokenizer.from_pretrained(src, local_files_only=True)
+    check_vocabulary_fits(model, tokenizer, src)
 
     with atomic_dir(out) as tmp:
         model.save_pretrained(tmp)

@@ -113,22 +113,22 @@ def _load_source(source, init: Init):
     """(model, tokenizer or None) of `source` (a model or a directory) for `init`."""
     if isinstance(source, nn.Module):
         return source, None
-    from transformers import AutoConfig, AutoModelForMaskedLM, AutoTokenizer
+    from transformers import AutoModelForMaskedLM, AutoTokenizer
 
     from metaxlm.models.archs.veco import load_veco
-    from metaxlm.models.loading import quiet_transformers
+    from metaxlm.models.loading import load_model_config, load_pretrained, quiet_transformers
 
     path = Path(source)
+    config = load_model_config(path)  # before the tokenizer, which reads config.json unchecked
     tokenizer = AutoTokenizer.from_pretrained(str(path)) if (path / "tokenizer_config.json").exists() else None
     if init == "veco":
         return load_veco(path), tokenizer
-    config = AutoConfig.from_pretrained(str(path))
     with quiet_transformers():
         if any(a.endswith(("ForMaskedLM", "ForPreTraining")) for a in config.architectures or []):
-            return AutoModelForMaskedLM.from_pretrained(str(path)), tokenizer
+            return load_pretrained(AutoModelForMaskedLM, path), tokenizer
         from transformers import AutoModel
 
-        return AutoModel.from_pretrained(str(path)), tokenizer
+        return load_pretrained(AutoModel, path), tokenizer
 
 
 def assemble_seq2seq(source, tokenizer=None, decoder_layers: int | list[int] | None = DEFAULT_DECODER_LAYERS,

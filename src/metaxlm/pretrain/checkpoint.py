@@ -19,6 +19,7 @@ from __future__ import annotations
 import hashlib
 import json
 import os
+import pickle
 import shutil
 from pathlib import Path
 
@@ -106,6 +107,22 @@ def verify_checkpoint(path: Path) -> None:
     raise CorruptCheckpoint(f"cannot resume from {path}: {problem}.{offer}")
 
 
+def load_training_state(file: Path) -> dict:
+    """An optimizer or scheduler state: tensors, numbers and strings only. weights_only=True refuses any other
+    object, so a pickle that would run code on loading (a tampered file whose checksums were rewritten) never runs:
+    it is a CorruptCheckpoint naming the file."""
+    try:
+        return torch.load(file, weights_only=True)
+    except (pickle.UnpicklingError, RuntimeError, EOFError) as err:
+        lines = [line for line in str(err).splitlines() if line.strip()] or [type(err).__name__]
+        # torch's first line of a refused pickle is generic advice; the next names the object it refused
+        reason = lines[1] if isinstance(err, pickle.UnpicklingError) and len(lines) > 1 else lines[0]
+        raise CorruptCheckpoint(f"{file}: not a plain training state, refused by torch.load(weights_only=True): "
+                                f"{reason.rstrip('.')}. Do not load it with weights_only=False (that would run "
+                                f"its code): start the run again without --resume, or resume from a checkpoint "
+                                f"you wrote") from None
+
+
 def load_checkpoint(path: Path, *, model, optimizer, scheduler, objectives=None) -> dict:
     """Verify, then restore the model, the objectives' state, optimizer and scheduler; return trainer_state."""
     from safetensors.torch import load_file
@@ -123,6 +140,6 @@ def load_checkpoint(path: Path, *, model, optimizer, scheduler, objectives=None)
         prefix = f"{name}."
         objective.load_checkpoint_state({k[len(prefix):]: v for k, v in saved.items() if k.startswith(prefix)},
                                         str(path / OBJECTIVES_FILE))
-    optimizer.load_state_dict(torch.load(path / "optimizer.pt", weights_only=True))
-    scheduler.load_state_dict(torch.load(path / "scheduler.pt", weights_only=True))
+    optimizer.load_state_dict(load_training_state(path / "optimizer.pt"))
+    scheduler.load_state_dict(load_training_state(path / "scheduler.pt"))
     return json.loads((path / "trainer_state.json").read_text())

@@ -130,6 +130,7 @@ def initialize_variant(cfg: RunConfig, variant: str, model, tokenizer, train_dat
     from transformers import AutoModelForMaskedLM, AutoTokenizer
 
     from metaxlm.io import atomic_write_json
+    from metaxlm.models.loading import check_vocabulary_fits, load_pretrained
     from metaxlm.transfer import (
         coverage_report,
         freeze_body,
@@ -145,8 +146,9 @@ def initialize_variant(cfg: RunConfig, variant: str, model, tokenizer, train_dat
         return report
     source_dir = ensure_meta_model(cfg, progress=progress)
     if transfer.init != "none":
-        source = AutoModelForMaskedLM.from_pretrained(str(source_dir))
+        source = load_pretrained(AutoModelForMaskedLM, source_dir)
         source_tok = AutoTokenizer.from_pretrained(str(source_dir))
+        check_vocabulary_fits(source, source_tok, source_dir)
         dicts = _dictionaries(cfg) if transfer.use_dict else None
         match = match_vocab(source_tok, tokenizer, dictionaries=dicts, use_dict=transfer.use_dict)
         out.root.mkdir(parents=True, exist_ok=True)
@@ -167,17 +169,17 @@ def load_start_model(cfg: RunConfig, variant: str, tokenizer, *, progress: bool 
     the run's vocabulary a trim of it (`vocab.trim`: its trim_map.json names the rows kept)."""
     import json
 
-    from transformers import AutoConfig, AutoModelForMaskedLM
+    from transformers import AutoModelForMaskedLM
 
     from metaxlm.models.english import import_english_encoder
-    from metaxlm.models.loading import quiet_transformers
+    from metaxlm.models.loading import load_model_config, load_pretrained, quiet_transformers
 
     ref = cfg.variants[variant].start_from
     model_cfg = cfg.model_for(variant)
     arch = get_arch(model_cfg.arch)
     arch.check_options(model_cfg)
     path = arch.start_dir(resolve_model(cfg, ref, progress=progress))
-    config = AutoConfig.from_pretrained(str(path))
+    config = load_model_config(path)
     trim_file = RunDir.of(cfg).vocab / "trim_map.json"
     keep = None
     if config.vocab_size != len(tokenizer) and trim_file.exists():
@@ -194,7 +196,7 @@ def load_start_model(cfg: RunConfig, variant: str, tokenizer, *, progress: bool 
     if not any(a.endswith(("ForMaskedLM", "ForPreTraining")) for a in config.architectures or []):
         path = import_english_encoder(path, RunDir.of(cfg).variant(variant).root / "start", seed=cfg.seed)
     with quiet_transformers():
-        model = AutoModelForMaskedLM.from_pretrained(str(path))
+        model = load_pretrained(AutoModelForMaskedLM, path)
     if keep is not None:  # the rows of the pieces the trimmed vocabulary kept, in its order
         arch_of(model).select_vocabulary(model, keep)
     return arch.adopt(model, model_cfg, seed=cfg.seed)

@@ -314,7 +314,7 @@ def load_veco(path_or_model) -> VecoForMaskedLM:
     """A VECO model from a VECO directory, a metaxlm VECO run's `final/` (its `veco/` subfolder), or a model."""
     from pathlib import Path
 
-    from metaxlm.models.loading import quiet_transformers
+    from metaxlm.models.loading import load_model_config, load_pretrained, quiet_transformers
 
     if isinstance(path_or_model, nn.Module):
         if not is_veco(path_or_model):
@@ -323,11 +323,11 @@ def load_veco(path_or_model) -> VecoForMaskedLM:
     path = Path(path_or_model)
     if (path / VECO_SUBDIR / "config.json").exists():
         path = path / VECO_SUBDIR
-    config = AutoConfig.from_pretrained(str(path))
+    config = load_model_config(path)
     if config.model_type != "veco":
         raise ConfigError(f"{path}: a {config.model_type!r} model, not a VECO model (nor a VECO run's final/)")
     with quiet_transformers():
-        return VecoForMaskedLM.from_pretrained(str(path))
+        return load_pretrained(VecoForMaskedLM, path)
 
 
 VECO_SUBDIR = "veco"  # where a VECO run's final/ keeps the full VECO weights (final/ itself is the NLU export)

@@ -40,12 +40,13 @@ class Distill(Objective):
         if teacher is None:
             from transformers import AutoModel, AutoTokenizer
 
-            from metaxlm.models.loading import quiet_transformers
+            from metaxlm.models.loading import check_vocabulary_fits, load_pretrained, quiet_transformers
 
             path = context.resolve_model(options.teacher)
             with quiet_transformers():
-                teacher = AutoModel.from_pretrained(str(path))
+                teacher = load_pretrained(AutoModel, path)
             teacher_tokenizer = AutoTokenizer.from_pretrained(str(path))
+            check_vocabulary_fits(teacher, teacher_tokenizer, path)
         student_size = getattr(context.model_config, "hidden_size", None)
         if student_size is not None and teacher.config.hidden_size != student_size:
             from metaxlm.errors import ConfigError
