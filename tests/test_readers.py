@@ -101,6 +101,22 @@ def test_corrupt_gzip_is_a_data_error(tmp_path):
     assert str(err).startswith(f"{p}") and "cannot read" in str(err)
 
 
+def corrupt_deflate_gzip(lines: int = 100) -> bytes:
+    """A .gz whose header is fine but whose deflate data is not: zlib raises its own error, not an OSError."""
+    whole = gzip.compress(b"hello world\n" * lines, mtime=0)
+    return whole[:10] + bytes(b ^ 0x55 for b in whole[10:30]) + whole[30:]
+
+
+def test_corrupt_deflate_data_is_a_data_error(tmp_path):
+    p = tmp_path / "broken.txt.gz"
+    p.write_bytes(corrupt_deflate_gzip())
+    assert str(error_of(lambda: iter_lines(p))) == f"{p}: cannot read: Error -3 while decompressing data: invalid block type"
+    for nonblank in (False, True):
+        with pytest.raises(DataError, match="cannot read: Error -3") as info:
+            count_lines(p, nonblank=nonblank)
+        assert (info.value.path, info.value.line) == (str(p), None)
+
+
 @pytest.mark.parametrize("suffix", SUFFIXES)
 def test_count_lines(tmp_path, suffix):
     assert count_lines(write(tmp_path / f"a{suffix}", "a\nb\n\nc\n")) == 4
@@ -146,6 +162,9 @@ def test_read_jsonl_custom_field_and_empty_texts_dropped(tmp_path):
     ('["text", "a"]', "expected a JSON object, got list"),
     ('{"txt": "a"}', "missing field 'text'"),
     ('{"text": 5}', "field 'text' must be a string, got int"),
+    ('{"text": "a", "n": 1' + "0" * 5000 + "}",
+     "invalid JSON: Exceeds the limit (4300 digits) for integer string conversion: value has 5001 digits"),
+    ('{"text": "a", "n": ' + "[" * 100_000 + "]" * 100_000 + "}", "invalid JSON: nested too deeply"),
 ])
 def test_read_jsonl_bad_line(tmp_path, line, message):
     p = write(tmp_path / "bad.jsonl", '{"text": "ok"}\n' + line + "\n")
@@ -357,6 +376,12 @@ def test_read_freedict_malformed_index_line(tmp_path, line, message):
     assert report.skipped == 1
 
 
+def test_read_freedict_corrupt_dz(tmp_path):
+    index_path, dict_path = make_dictd(tmp_path)
+    dict_path.write_bytes(corrupt_deflate_gzip())
+    assert str(error_of(lambda: read_freedict(index_path, dict_path))).startswith(f"{dict_path}: cannot read: Error -3")
+
+
 def test_read_freedict_missing_dict(tmp_path):
     index_path, _ = make_dictd(tmp_path)
     missing = tmp_path / "missing.dict.dz"
@@ -401,6 +426,9 @@ def test_read_conllu(tmp_path, suffix):
     (conllu_row(3, "go"), "token id 3 out of order, expected 2"),
     (conllu_row(2, "go", "VERBAL"), "unknown UPOS 'VERBAL'"),
     (conllu_row(2, "go", "_"), "unknown UPOS '_'"),
+    ("²" + conllu_row(2, "go")[1:], "bad token id '²'"),  # a digit to str.isdigit, not to int()
+    ("٢" + conllu_row(2, "go")[1:], "bad token id '٢'"),
+    ("9" * 5000 + conllu_row(2, "go")[1:], f"token id {'9' * 5000} out of order, expected 2"),
 ])
 def test_read_conllu_bad_line(tmp_path, bad, message):
     text = "\n".join(["# sent_id = a", conllu_row(1, "Ok"), "", "# sent_id = b", conllu_row(1, "We"), bad,
