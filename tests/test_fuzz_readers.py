@@ -6,10 +6,10 @@ random bytes, stored plain or as .gz/.xz, some with corrupt payloads. Each reade
 policy written here without the readers (`model_lines`): with skip_bad the items read are exactly those of the
 valid lines and every bad line is counted in the SkipReport (nothing dropped silently); without it the DataError
 names the file and the first bad line, and is the SkipReport's first example. Any other exception fails the test,
-and so does an example running past the deadline (a hang).
+and so does an input using more than 5 s of CPU time (a hang; see fuzz_helpers.py).
 
-Budget: each of the 12 tests below tries FUZZ_EXAMPLES inputs (150 by default: 1,800 generated inputs per run,
-each read with and without skip_bad); METAXLM_FUZZ_EXAMPLES=2000 runs a deeper search.
+Budget: each of the 12 tests below tries FUZZ_EXAMPLES inputs (fuzz_helpers.py: 150, so 1,800 generated inputs
+per run, each read with and without skip_bad); METAXLM_FUZZ_EXAMPLES=2000 runs a deeper search.
 """
 
 from __future__ import annotations
@@ -17,15 +17,13 @@ from __future__ import annotations
 import gzip
 import json
 import lzma
-import os
 import tempfile
 import zlib
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from datetime import timedelta
 from pathlib import Path
 
-from hypothesis import HealthCheck, given, settings
+from fuzz_helpers import fuzz
 from hypothesis import strategies as st
 
 from metaxlm.data.readers import (
@@ -41,11 +39,6 @@ from metaxlm.data.readers import (
 from metaxlm.errors import DataError, SkipReport
 from metaxlm.features.alignment import read_pairs
 from metaxlm.finetune.translate import read_sentences
-
-FUZZ_EXAMPLES = int(os.environ.get("METAXLM_FUZZ_EXAMPLES", "150"))
-# The deadline only catches hangs: a slow machine under load must not make the test flaky.
-fuzz = settings(max_examples=FUZZ_EXAMPLES, deadline=timedelta(seconds=10),
-                suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
 
 # --- the policy, modelled independently of the readers ---------------------------------------------------------
 
@@ -246,8 +239,7 @@ def expect_numbered_lines(content: bytes) -> Expected:
                     is_empty(lines))
 
 
-@fuzz
-@given(st.data())
+@fuzz(st.data())
 def test_fuzz_iter_lines_and_count_lines(data):
     file = data.draw(stored(data.draw(file_bytes())))
     with tempfile.TemporaryDirectory() as tmp:
@@ -266,8 +258,7 @@ def test_fuzz_iter_lines_and_count_lines(data):
 
 # --- text, JSON lines and read_corpus's dispatch -----------------------------------------------------------------
 
-@fuzz
-@given(st.data())
+@fuzz(st.data())
 def test_fuzz_read_corpus_text_lines(data):
     file = data.draw(stored(data.draw(file_bytes())))
     with tempfile.TemporaryDirectory() as tmp:
@@ -293,8 +284,7 @@ def expect_documents(lines: list[tuple[int, str | None]]) -> Expected:
     return out
 
 
-@fuzz
-@given(st.data())
+@fuzz(st.data())
 def test_fuzz_read_corpus_text_documents(data):
     file = data.draw(stored(data.draw(file_bytes(max_lines=12))))
     with tempfile.TemporaryDirectory() as tmp:
@@ -339,8 +329,7 @@ def json_item(text: str) -> object:
     return obj["text"] if obj["text"].strip() else None
 
 
-@fuzz
-@given(st.data())
+@fuzz(st.data())
 def test_fuzz_read_corpus_jsonl(data):
     file = data.draw(stored(data.draw(file_bytes(line=json_line()))))
     with tempfile.TemporaryDirectory() as tmp:
@@ -361,8 +350,7 @@ def tsv_pair(text: str) -> object:
     return (columns[0], columns[1]) if len(columns) == 2 and all(columns) else BAD
 
 
-@fuzz
-@given(st.data())
+@fuzz(st.data())
 def test_fuzz_read_parallel_tsv(data):
     file = data.draw(stored(data.draw(file_bytes(line=st.one_of(tsv_line, any_line)))))
     with tempfile.TemporaryDirectory() as tmp:
@@ -381,8 +369,7 @@ def expect_aligned(src: list[tuple[int, str | None]], tgt: list[tuple[int, str |
     return out
 
 
-@fuzz
-@given(st.data())
+@fuzz(st.data())
 def test_fuzz_read_parallel_two_files(data):
     src_content = data.draw(file_bytes(max_lines=6))
     # often as long as the source, so that the pairs are read, not just the length mismatch reported
@@ -430,8 +417,7 @@ def muse_pair(text: str) -> object:
     return (fields[0], fields[1]) if len(fields) == 2 and all(fields) else BAD
 
 
-@fuzz
-@given(st.data())
+@fuzz(st.data())
 def test_fuzz_read_muse_dict(data):
     file = data.draw(stored(data.draw(file_bytes(line=st.one_of(muse_line, any_line)))))
     with tempfile.TemporaryDirectory() as tmp:
@@ -520,8 +506,7 @@ def expect_freedict(index: list[tuple[int, str | None]], data: bytes) -> tuple[E
     return out, candidates
 
 
-@fuzz
-@given(st.data())
+@fuzz(st.data())
 def test_fuzz_read_freedict(data):
     index_content, dict_content = data.draw(dictd_files())
     dict_file = data.draw(stored(dict_content, suffixes=("", ".gz")))  # dictd data is plain or gzip (.dict.dz)
@@ -585,8 +570,7 @@ def blocks(lines: list[tuple[int, str | None]]) -> list[int]:
     return starts
 
 
-@fuzz
-@given(st.data())
+@fuzz(st.data())
 def test_fuzz_read_conllu(data):
     file = data.draw(stored(data.draw(file_bytes(line=conllu_line(), max_lines=14))))
     with tempfile.TemporaryDirectory() as tmp:
@@ -618,8 +602,7 @@ def test_fuzz_read_conllu(data):
 
 # --- the readers outside readers.py: `metaxlm translate` and `metaxlm align` inputs ----------------------------------
 
-@fuzz
-@given(st.data())
+@fuzz(st.data())
 def test_fuzz_read_sentences(data):
     file = data.draw(stored(data.draw(file_bytes())))
     with tempfile.TemporaryDirectory() as tmp:
@@ -645,8 +628,7 @@ def alignment_pair(text: str) -> object:
     return (sides[0].split(), sides[1].split()) if len(sides) == 2 else BAD
 
 
-@fuzz
-@given(st.data())
+@fuzz(st.data())
 def test_fuzz_read_pairs_fast_align_format(data):
     pair_line = st.builds(lambda a, b: f"{a} ||| {b}".encode(), line_text, line_text)
     file = data.draw(stored(data.draw(file_bytes(line=st.one_of(pair_line, pair_line, any_line)))))
@@ -667,8 +649,7 @@ def test_fuzz_read_pairs_fast_align_format(data):
             assert (strict.items, strict.error) == (expected.items, None)
 
 
-@fuzz
-@given(st.data())
+@fuzz(st.data())
 def test_fuzz_read_pairs_two_files(data):
     src_content, tgt_content = data.draw(file_bytes(max_lines=5)), data.draw(file_bytes(max_lines=5))
     src, tgt = model_lines(src_content), model_lines(tgt_content)
