@@ -150,7 +150,7 @@ BILLION_LAUGHS = "[" + ", ".join(f"&l{i} [{', '.join([f'*l{i - 1}' if i else 'lo
     ('output_dir: "runs/a\\0b"', "output_dir: control character U+0000 at character 7"),
     ('output_dir: "runs/\\e[31m"', "output_dir: control character U+001B at character 6"),
     ('output_dir: "runs/\\ud800"', "output_dir: lone surrogate U+D800 at character 6"),
-    ('model: {options: {"a\\x07": 1}}', "model.options.a\x07: control character U+0007 at character 2"),
+    ('model: {options: {"a\\x07": 1}}', "model.options: key 'a\\x07': control character U+0007 at character 2"),
     ("seed: 0x" + "f" * 17, "seed: integer of more than 64 bits"),  # hex: no 4300-digit limit, no repr either
     ("model: {options: {x: !!binary /w==}}", "model.options.x: binary data is not a config value"),
     ("model: {options: {x: &a [1, *a]}}", "model.options.x.1: a YAML alias inside the value it names"),

@@ -408,7 +408,7 @@ def _yaml_problem(err: Exception) -> str:
 
 
 # What YAML can express but no run config needs, and what would break saving the config with its run or using it.
-_MAX_VALUES = 100_000  # after expanding aliases (configs/ hold at most 231); a "billion laughs" tree takes hours to save
+_MAX_VALUES = 100_000  # after expanding aliases (configs/ hold at most 231); "billion laughs" take hours to save
 _MAX_INT_BITS = 64  # seeds, steps, sizes; Python prints no integer of more than 4300 digits
 
 
@@ -436,10 +436,9 @@ def _check_values(tree: dict[str, Any]) -> None:
             walking.add(id(node))
             total = 1
             for name, value in node.items() if isinstance(node, dict) else enumerate(node):
-                where = f"{key}.{name}" if key else str(name)
-                if isinstance(node, dict):
-                    walk(name, where)  # a key is text too
-                total += walk(value, where)
+                if isinstance(node, dict):  # a key is a value too, named by repr: it may hold the control character
+                    walk(name, f"{key or 'top level'}: key {name!r}")
+                total += walk(value, f"{key}.{name}" if key else str(name))
             walking.discard(id(node))
             sizes[id(node)] = total
         return sizes[id(node)]
