@@ -131,6 +131,12 @@ def test_demo_module_bad_json_is_reported(tmp_path):
     path = write(tmp_path / "m.jsonl", jsonl({"id": "a", "text": "x", "label": "y"}) + "{oops\n")
     err = data_error("demo_module", path)
     assert (err.line, err.message.startswith("invalid JSON")) == (2, True)
+    # JSON that json.loads rejects with a RecursionError or a plain ValueError is reported the same way
+    path = write(tmp_path / "deep.jsonl", '{"id": "a", "text": "x", "label": ' + "[" * 100_000 + "}\n")
+    err = data_error("demo_module", path)
+    assert (err.line, err.message) == (1, "invalid JSON: nested too deeply")
+    path = write(tmp_path / "long.jsonl", '{"id": 1' + "0" * 5000 + "}\n")
+    assert data_error("demo_module", path).message.startswith("invalid JSON: Exceeds the limit (4300 digits)")
 
 
 # --- classification TSV ----------------------------------------------------------------------------------
@@ -226,6 +232,8 @@ def test_squad_bad_json_and_layout(tmp_path):
     assert err.line == 2 and err.message.startswith("invalid JSON")
     err = data_error("squad", write(tmp_path / "list.json", "[]"))
     assert err.line == 1 and "SQuAD layout" in err.message
+    err = data_error("squad", write(tmp_path / "deep.json", '{"data": ' + "[" * 100_000))
+    assert (err.line, err.message) == (None, "invalid JSON: nested too deeply")
 
 
 # --- Tatoeba -------------------------------------------------------------------------------------------------

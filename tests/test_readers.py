@@ -101,6 +101,22 @@ def test_corrupt_gzip_is_a_data_error(tmp_path):
     assert str(err).startswith(f"{p}") and "cannot read" in str(err)
 
 
+def corrupt_deflate_gzip(lines: int = 100) -> bytes:
+    """A .gz whose header is fine but whose deflate data is not: zlib raises its own error, not an OSError."""
+    whole = gzip.compress(b"hello world\n" * lines, mtime=0)
+    return whole[:10] + bytes(b ^ 0x55 for b in whole[10:30]) + whole[30:]
+
+
+def test_corrupt_deflate_data_is_a_data_error(tmp_path):
+    p = tmp_path / "broken.txt.gz"
+    p.write_bytes(corrupt_deflate_gzip())
+    assert str(error_of(lambda: iter_lines(p))) == f"{p}: cannot read: Error -3 while decompressing data: invalid block type"
+    for nonblank in (False, True):
+        with pytest.raises(DataError, match="cannot read: Error -3") as info:
+            count_lines(p, nonblank=nonblank)
+        assert (info.value.path, info.value.line) == (str(p), None)
+
+
 @pytest.mark.parametrize("suffix", SUFFIXES)
 def test_count_lines(tmp_path, suffix):
     assert count_lines(write(tmp_path / f"a{suffix}", "a\nb\n\nc\n")) == 4
@@ -146,6 +162,9 @@ def test_read_jsonl_custom_field_and_empty_texts_dropped(tmp_path):
     ('["text", "a"]', "expected a JSON object, got list"),
     ('{"txt": "a"}', "missing field 'text'"),
     ('{"text": 5}', "field 'text' must be a string, got int"),
+    ('{"text": "a", "n": 1' + "0" * 5000 + "}",
+     "invalid JSON: Exceeds the limit (4300 digits) for integer string conversion: value has 5001 digits"),
+    ('{"text": "a", "n": ' + "[" * 100_000 + "]" * 100_000 + "}", "invalid JSON: nested too deeply"),
 ])
 def test_read_jsonl_bad_line(tmp_path, line, message):
     p = write(tmp_path / "bad.jsonl", '{"text": "ok"}\n' + line + "\n")
@@ -357,6 +376,12 @@ def test_read_freedict_malformed_index_line(tmp_path, line, message):
     assert report.skipped == 1
 
 
+def test_read_freedict_corrupt_dz(tmp_path):
+    index_path, dict_path = make_dictd(tmp_path)
+    dict_path.write_bytes(corrupt_deflate_gzip())
+    assert str(error_of(lambda: read_freedict(index_path, dict_path))).startswith(f"{dict_path}: cannot read: Error -3")
+
+
 def test_read_freedict_missing_dict(tmp_path):
     index_path, _ = make_dictd(tmp_path)
     missing = tmp_path / "missing.dict.dz"
@@ -401,6 +426,9 @@ def test_read_conllu(tmp_path, suffix):
     (conllu_row(3, "go"), "token id 3 out of order, expected 2"),
     (conllu_row(2, "go", "VERBAL"), "unknown UPOS 'VERBAL'"),
     (conllu_row(2, "go", "_"), "unknown UPOS '_'"),
+    ("²" + conllu_row(2, "go")[1:], "bad token id '²'"),  # a digit to str.isdigit, not to int()
+    ("٢" + conllu_row(2, "go")[1:], "bad token id '٢'"),
+    ("9" * 5000 + conllu_row(2, "go")[1:], f"token id {'9' * 5000} out of order, expected 2"),
 ])
 def test_read_conllu_bad_line(tmp_path, bad, message):
     text = "\n".join(["# sent_id = a", conllu_row(1, "Ok"), "", "# sent_id = b", conllu_row(1, "We"), bad,
@@ -435,3 +463,97 @@ def test_read_conllu_ud_english_ewt_train():
     assert len(sentences) == 12544  # as documented in shared/data/README.md
     assert all(s.sent_id and s.text and s.tokens for s in sentences)
     assert sentences[0].line == 1 and sentences[0].tokens[0].upos == "PROPN"
+
+
+# --- control characters: the hostile-text policy ---------------------------------------------------------
+
+@pytest.mark.parametrize("suffix", SUFFIXES)
+def test_nul_makes_a_bad_line_named_by_file_and_line(tmp_path, suffix):
+    p = write(tmp_path / f"c.txt{suffix}", "Hallo\nHola\0mundo\nBonjour\n")
+    err = error_of(lambda: read_text(p))
+    assert (err.path, err.line) == (str(p), 2)
+    assert str(err) == f"{p}:2: control character U+0000 at column 5"
+    report = SkipReport()
+    assert list(read_text(p, skip_bad=True, report=report)) == ["Hallo", "Bonjour"]
+    assert report.skipped == 1 and report.examples == [f"{p}:2: control character U+0000 at column 5"]
+
+
+@pytest.mark.parametrize("char", [chr(c) for c in (*range(0x00, 0x09), *range(0x0b, 0x20), 0x7f)])
+def test_every_ascii_control_but_tab_is_bad(tmp_path, char):
+    p = write(tmp_path / "c.txt", f"ok\nx{char}y\n")
+    assert str(error_of(lambda: iter_lines(p))) == f"{p}:2: control character U+{ord(char):04X} at column 2"
+
+
+def test_tab_crlf_and_c1_controls_are_text(tmp_path):
+    # C1 controls stay: the demo's zh and ko corpora hold some (mis-converted punctuation).
+    p = write(tmp_path / "c.txt", "a\tb\r\nnext\x85line \x9b\u2028\n")
+    assert list(iter_lines(p)) == [(1, "a\tb"), (2, "next\x85line \x9b\u2028")]
+
+
+def test_a_lone_cr_inside_a_line_is_bad(tmp_path):
+    p = write(tmp_path / "c.txt", "old\rmac\r\n")
+    assert str(error_of(lambda: iter_lines(p))) == f"{p}:1: control character U+000D at column 4"
+
+
+def test_a_file_of_control_characters_is_bad_not_empty(tmp_path):
+    p = write(tmp_path / "c.txt", "\x0c\n\x00\n")
+    assert count_lines(p, nonblank=True) == 2  # counted like the lines read_text reports
+    report = SkipReport()
+    assert list(read_text(p, skip_bad=True, report=report)) == [] and report.skipped == 2
+
+
+@pytest.mark.parametrize(("field", "message"), [
+    ('"Hola\\u0000mundo"', "field 'text': control character U+0000 at character 5"),
+    ('"bell \\u0007"', "field 'text': control character U+0007 at character 6"),
+    ('"half \\ud800 pair"', "field 'text': lone surrogate U+D800 at character 6"),
+])
+def test_jsonl_escapes_cannot_smuggle_control_characters(tmp_path, field, message):
+    p = write(tmp_path / "d.jsonl", '{"text": "ok"}\n{"text": ' + field + '}\n{"text": "a\\tb\\r\\nc"}\n')
+    assert str(error_of(lambda: read_jsonl_text(p))) == f"{p}:2: {message}"
+    report = SkipReport()
+    assert list(read_jsonl_text(p, skip_bad=True, report=report)) == ["ok", "a\tb\r\nc"]  # line breaks stay
+    assert report.skipped == 1
+
+
+def test_parallel_control_character_drops_the_pair_keeps_alignment(tmp_path):
+    src = write(tmp_path / "s.txt", "a\nb\x1b[31m\nc\n")
+    tgt = write(tmp_path / "t.txt", "A\nB\nC\n")
+    assert str(error_of(lambda: read_parallel(src, tgt))) == f"{src}:2: control character U+001B at column 2"
+    report = SkipReport()
+    assert list(read_parallel(src, tgt, skip_bad=True, report=report)) == [("a", "A"), ("c", "C")]
+    assert report.skipped == 1
+
+
+@pytest.mark.parametrize(("read", "name", "content"), [
+    (read_parallel, "p.tsv", "x\ty\nbad\0\tside\nz\tw\n"),
+    (read_muse_dict, "d.txt", "cat Katze\nbad\0 side\ndog Hund\n"),
+    (read_corpus, "c.jsonl", '{"text": "a"}\n{"text": "\0"}\n{"text": "b"}\n'),  # a raw NUL, not an escape
+])
+def test_line_readers_report_and_skip_control_characters(tmp_path, read, name, content):
+    p = write(tmp_path / name, content)
+    err = error_of(lambda: read(p))
+    assert (err.path, err.line) == (str(p), 2) and "control character U+0000" in err.message
+    report = SkipReport()
+    assert len(list(read(p, skip_bad=True, report=report))) == 2 and report.skipped == 1
+
+
+def test_conllu_control_character_skips_the_sentence(tmp_path):
+    text = "\n".join([conllu_row(1, "A"), "", conllu_row(1, "B\x08"), conllu_row(2, "c"), "", conllu_row(1, "D")])
+    p = write(tmp_path / "c.conllu", text + "\n")
+    assert str(error_of(lambda: read_conllu(p))) == f"{p}:3: control character U+0008 at column 4"
+    report = SkipReport()
+    assert [s.tokens[0].form for s in read_conllu(p, skip_bad=True, report=report)] == ["A", "D"]
+    assert report.skipped == 1
+
+
+def test_freedict_control_characters_in_index_and_entry(tmp_path):
+    index_path, dict_path = make_dictd(tmp_path, extra_index="bad\0word\tA\tB\n")
+    assert str(error_of(lambda: read_freedict(index_path, dict_path))).endswith(
+        f":{len(ENTRIES) + 1}: control character U+0000 at column 4")
+    # ESC in place of a letter of the entry "bank" (index line 2), offsets unchanged: reported at its index line.
+    raw = "".join(text for _, text in ENTRIES).replace("Bankinstitut", "Bank\x1bnstitut").encode()
+    dict_path.write_bytes(gzip.compress(raw))
+    err = error_of(lambda: read_freedict(index_path, dict_path))
+    offset = len(ENTRIES[0][1].encode())
+    assert (err.line, err.message) == (2, f"entry at offset {offset} of {dict_path}: "
+                                          "control character U+001B at character 18")

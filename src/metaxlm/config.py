@@ -13,13 +13,15 @@ from typing import Any, Literal
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
+from metaxlm.data.readers import text_problem
 from metaxlm.errors import ConfigError
 from metaxlm.languages import check_language
 
 
 class Strict(BaseModel):
-    # strict: no silent str->int coercion; forbid: a misspelt key is an error, not ignored.
-    model_config = ConfigDict(extra="forbid", strict=True, validate_default=True)
+    # strict: no silent str->int coercion; forbid: a misspelt key is an error, not ignored; no budget, rate or
+    # weight is infinite or NaN (YAML's .inf and .nan would reach the arithmetic, e.g. scale: .inf).
+    model_config = ConfigDict(extra="forbid", strict=True, validate_default=True, allow_inf_nan=False)
 
 
 class CorpusSpec(Strict):
@@ -299,7 +301,7 @@ class RunConfig(Strict):
     # checkpoint cadence, so a run keeps as many of each), and fine-tuning epochs / max_steps / eval_steps.
     # Batch sizes, data, seeds and model shapes stay as configured. Applied where the budgets are read
     # (`train_for`, `meta_train`, evaluation's task specs), so a saved config.yaml stays the one that was given.
-    scale: float = Field(1.0, gt=0.0)
+    scale: float = Field(1.0, gt=0.0, le=1e6)  # beyond, budgets times scale overflow
     # Python modules (dotted names or .py files) imported before anything is built: your own objectives, batch
     # kinds, model architectures or task types register themselves there (fairseq's --user-dir).
     plugins: list[str] = Field(default_factory=list)
@@ -394,6 +396,57 @@ class RunConfig(Strict):
         return order
 
 
+# What yaml.safe_load raises besides YAMLError: its constructors call int(), float() and date() on what its
+# resolvers matched (a 5000-digit integer, `!!float abc`, 2020-13-45), and deep nesting exhausts the stack.
+_YAML_ERRORS = (yaml.YAMLError, ValueError, RecursionError)
+
+
+def _yaml_problem(err: Exception) -> str:
+    if isinstance(err, RecursionError):
+        return "nested too deeply"
+    return str(err).split("; use sys.set_int_max_str_digits")[0]  # advice for programmers, not for users
+
+
+# What YAML can express but no run config needs, and what would break saving the config with its run or using it.
+_MAX_VALUES = 100_000  # after expanding aliases (configs/ hold at most 231); "billion laughs" take hours to save
+_MAX_INT_BITS = 64  # seeds, steps, sizes; Python prints no integer of more than 4300 digits
+
+
+def _check_values(tree: dict[str, Any]) -> None:
+    """Raise ValueError naming the key of the first value a run cannot use: text against the readers' policy on
+    control characters (`text_problem`), binary data (!!binary), integers past 64 bits, a YAML alias inside the
+    value it names, or aliases expanding the config to more than _MAX_VALUES values."""
+    sizes: dict[int, int] = {}  # values under each container: one that aliases share is walked once
+    walking: set[int] = set()
+
+    def walk(node: Any, key: str) -> int:
+        if isinstance(node, str):
+            if problem := text_problem(node, multiline=True):
+                raise ValueError(f"{key}: {problem}")
+            return 1
+        if isinstance(node, bytes):
+            raise ValueError(f"{key}: binary data is not a config value")
+        if isinstance(node, int) and node.bit_length() > _MAX_INT_BITS:
+            raise ValueError(f"{key}: integer of more than {_MAX_INT_BITS} bits")
+        if not isinstance(node, dict | list | tuple | set):
+            return 1
+        if id(node) in walking:
+            raise ValueError(f"{key}: a YAML alias inside the value it names")
+        if id(node) not in sizes:
+            walking.add(id(node))
+            total = 1
+            for name, value in node.items() if isinstance(node, dict) else enumerate(node):
+                if isinstance(node, dict):  # a key is a value too, named by repr: it may hold the control character
+                    walk(name, f"{key or 'top level'}: key {name!r}")
+                total += walk(value, f"{key}.{name}" if key else str(name))
+            walking.discard(id(node))
+            sizes[id(node)] = total
+        return sizes[id(node)]
+
+    if (size := walk(tree, "")) > _MAX_VALUES:
+        raise ValueError(f"YAML aliases expand the config to {size:,} values (at most {_MAX_VALUES:,})")
+
+
 def apply_override(tree: dict[str, Any], override: str) -> None:
     """Apply one `a.b.c=value` override to a nested dict (value parsed as a YAML scalar/flow)."""
     if "=" not in override:
@@ -404,8 +457,8 @@ def apply_override(tree: dict[str, Any], override: str) -> None:
         raise ConfigError(f"override {override!r}: empty key part")
     try:
         value = yaml.safe_load(raw) if raw.strip() else ""
-    except yaml.YAMLError as err:
-        raise ConfigError(f"override {key}: cannot parse value {raw!r}: {err}") from None
+    except _YAML_ERRORS as err:
+        raise ConfigError(f"override {key}: cannot parse value {raw!r}: {_yaml_problem(err)}") from None
     node = tree
     for i, part in enumerate(parts[:-1]):
         child = node.setdefault(part, {})
@@ -431,17 +484,26 @@ def load_config(path: str | Path | None, overrides: list[str] = (), model: type[
     if path is not None:
         source = str(path)
         try:
-            text = Path(path).read_text(encoding="utf-8")
+            data = Path(path).read_bytes()
         except OSError as err:
             raise ConfigError(f"cannot read config {path}: {err.strerror}") from None
         try:
+            text = data.decode("utf-8")
+        except UnicodeDecodeError as err:
+            line = data.count(b"\n", 0, err.start) + 1
+            raise ConfigError(f"{path}:{line}: invalid UTF-8 (byte {data[err.start]:#04x})") from None
+        try:
             tree = yaml.safe_load(text) or {}
-        except yaml.YAMLError as err:
-            raise ConfigError(f"{path}: not valid YAML: {err}") from None
+        except _YAML_ERRORS as err:
+            raise ConfigError(f"{path}: not valid YAML: {_yaml_problem(err)}") from None
         if not isinstance(tree, dict):
             raise ConfigError(f"{path}: top level must be a mapping of keys")
     for override in overrides:
         apply_override(tree, override)
+    try:
+        _check_values(tree)
+    except ValueError as err:
+        raise ConfigError(f"invalid config {source}:\n  {err}") from None
     try:
         return model.model_validate(tree)
     except ValidationError as err:

@@ -26,7 +26,7 @@ from metaxlm.data.examples import (
     TaggingExample,
     TranslationExample,
 )
-from metaxlm.data.readers import count_lines, iter_lines, read_conllu, read_parallel
+from metaxlm.data.readers import count_lines, iter_lines, parse_json, read_conllu, read_parallel
 from metaxlm.errors import ConfigError, DataError, SkipReport
 
 __all__ = ["LOADERS", "load_alignment", "load_examples"]
@@ -66,10 +66,7 @@ def _jsonl(path: Path) -> Iterator[tuple[int, dict]]:
     for line_no, line in iter_lines(path):
         if not line.strip():
             continue
-        try:
-            obj = json.loads(line)
-        except json.JSONDecodeError as e:
-            raise DataError(path, line_no, f"invalid JSON: {e.msg} (column {e.colno})") from None
+        obj = parse_json(line, path, line_no)
         if not isinstance(obj, dict):
             raise DataError(path, line_no, f"expected a JSON object, got {type(obj).__name__}")
         yield line_no, obj
@@ -296,10 +293,7 @@ def _squad(path: Path, *, split: str = "test", **_) -> list[QAExample]:
     test split an answer text missing from its context gets start -1 (it is still scored); elsewhere it is an
     error, since training needs the span."""
     lines = [line for _, line in iter_lines(path)]
-    try:
-        data = json.loads("\n".join(lines))
-    except json.JSONDecodeError as e:
-        raise DataError(path, e.lineno, f"invalid JSON: {e.msg} (column {e.colno})") from None
+    data = parse_json("\n".join(lines), path)
     if not isinstance(data, dict) or not isinstance(data.get("data"), list):
         raise DataError(path, 1, 'expected the SQuAD layout {"data": [{"paragraphs": [...]}]}')
     examples, relocated = [], []

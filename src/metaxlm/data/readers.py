@@ -4,6 +4,10 @@ Every reader builds on one line iterator (`_lines`) that opens plain, `.gz` and 
 line strictly as UTF-8 and numbers it, so bad input is reported as `DataError("file:line: ...")` at the
 line where it is. With `skip_bad=True` per-line errors are counted in the caller's `SkipReport` instead;
 whole-file errors (missing, empty, parallel files of different lengths) are always raised.
+
+Control characters: a line holding an ASCII control character other than TAB (U+0000-U+001F, U+007F; a CR
+that does not end the line counts too) is a bad line, like one that is not UTF-8. Text that may span lines
+(JSON text fields, dictd entries) may also hold LF and CR. See `text_problem`.
 """
 
 from __future__ import annotations
@@ -14,6 +18,7 @@ import lzma
 import re
 import shutil
 import tempfile
+import zlib
 from collections.abc import Iterator
 from dataclasses import dataclass
 from itertools import chain, zip_longest
@@ -22,14 +27,40 @@ from pathlib import Path
 from metaxlm.errors import ConfigError, DataError, SkipReport
 
 __all__ = [
-    "Sentence", "Token", "count_lines", "iter_lines", "read_conllu", "read_corpus", "read_freedict",
-    "read_jsonl", "read_jsonl_text", "read_muse_dict", "read_parallel", "read_text",
+    "Sentence", "Token", "count_lines", "iter_lines", "parse_json", "read_conllu", "read_corpus", "read_freedict",
+    "read_jsonl", "read_jsonl_text", "read_muse_dict", "read_parallel", "read_text", "text_problem",
 ]
 
 PathLike = str | Path
 
 
 # --- the shared line iterator ---------------------------------------------------------------------------
+
+# ASCII control characters are not text: they come from binary files, broken conversions or terminal escapes,
+# and would reach the tokenizer as characters to learn. TAB separates columns; LF and CR end lines, so a CR
+# left inside a line is bad too. C1 controls (U+0080-U+009F) are left alone: real corpora hold them
+# (data/demo/mono/zh.txt.xz does).
+_CONTROL_IN_LINE = re.compile(r"[\x00-\x08\x0a-\x1f\x7f]")
+# Text that spans lines keeps its line breaks. Only JSON escapes can make lone surrogates ("\ud800"), which
+# no UTF-8 file holds and which fail later, wherever the text is encoded again.
+_CONTROL_IN_TEXT = re.compile(r"[\x00-\x08\x0b\x0c\x0e-\x1f\x7f\ud800-\udfff]")
+
+
+def text_problem(text: str, *, multiline: bool = False) -> str | None:
+    """What makes `text` unfit to train on under the control-character policy (None: nothing). One line may
+    hold TAB as its only control character; `multiline` text (a JSON text field, a dictionary entry) may also
+    hold LF and CR."""
+    found = (_CONTROL_IN_TEXT if multiline else _CONTROL_IN_LINE).search(text)
+    if found is None:
+        return None
+    char = found.group()
+    kind = "lone surrogate" if "\ud800" <= char <= "\udfff" else "control character"
+    return f"{kind} U+{ord(char):04X} at {'character' if multiline else 'column'} {found.start() + 1}"
+
+
+# What reading a truncated or corrupt .gz/.xz (or an unreadable file) raises; zlib's error is no OSError.
+_READ_ERRORS = (OSError, EOFError, lzma.LZMAError, zlib.error)
+
 
 def _open_binary(path: Path):
     if path.is_dir():
@@ -41,8 +72,9 @@ def _open_binary(path: Path):
 
 
 def _lines(path: PathLike) -> Iterator[tuple[int, str | DataError]]:
-    """(line_no, text) for every line; a line that is not UTF-8 comes as a DataError, so that callers
-    that must keep lines aligned (parallel files, CoNLL-U sentences) decide how to skip it."""
+    """(line_no, text) for every line; a line that is not UTF-8 or holds a control character comes as a
+    DataError, so that callers that must keep lines aligned (parallel files, CoNLL-U sentences) decide how
+    to skip it."""
     path = Path(path)
     has_text = False
     line_no = 0
@@ -59,9 +91,13 @@ def _lines(path: PathLike) -> Iterator[tuple[int, str | DataError]]:
                 if line_no == 1:
                     text = text.removeprefix("\ufeff")
                 text = text.rstrip("\r\n")
+                if problem := text_problem(text):
+                    has_text = True
+                    yield line_no, DataError(path, line_no, problem)
+                    continue
                 has_text = has_text or bool(text.strip())
                 yield line_no, text
-    except (OSError, EOFError, lzma.LZMAError) as e:  # truncated or corrupt .gz/.xz, unreadable file
+    except _READ_ERRORS as e:
         raise DataError(path, line_no + 1 if line_no else None, f"cannot read: {e}") from None
     if not has_text:
         raise DataError(path, None, "empty file")
@@ -87,15 +123,19 @@ def iter_lines(
 
 
 def count_lines(path: PathLike, *, nonblank: bool = False) -> int:
-    """Number of lines (a last line without newline counts), reading in 1 MiB blocks; with
-    `nonblank`, only lines with non-whitespace content (= what read_text yields, without decoding)."""
-    with _open_binary(Path(path)) as f:
-        if nonblank:
-            return sum(1 for line in f if line.strip())
-        n, last = 0, b"\n"
-        while block := f.read(1 << 20):
-            n += block.count(b"\n")
-            last = block[-1:]
+    """Number of lines (a last line without newline counts), reading in 1 MiB blocks; with `nonblank`, only
+    lines with a byte other than space, TAB, CR and LF (without decoding: what read_text yields or reports
+    as bad, give or take lines of non-ASCII spaces; a line of form feeds is bad, not blank)."""
+    try:
+        with _open_binary(Path(path)) as f:
+            if nonblank:
+                return sum(1 for line in f if line.strip(b" \t\r\n"))
+            n, last = 0, b"\n"
+            while block := f.read(1 << 20):
+                n += block.count(b"\n")
+                last = block[-1:]
+    except _READ_ERRORS as e:
+        raise DataError(path, None, f"cannot read: {e}") from None
     return n + (last != b"\n")
 
 
@@ -121,16 +161,31 @@ def read_text(path: PathLike, *, unit: str = "line", skip_bad: bool = False,
         yield "\n".join(doc)
 
 
+def parse_json(text: str, path: PathLike, line_no: int | None = None) -> object:
+    """json.loads with each way hostile JSON fails as a DataError: bad syntax, but also nesting past Python's
+    recursion limit and integers past its 4300-digit limit, which json raises differently. `line_no` is the
+    line `text` comes from; None when `text` is a whole file, whose syntax errors then name their own line."""
+    try:
+        return json.loads(text)
+    except json.JSONDecodeError as e:
+        line = e.lineno if line_no is None else line_no
+        raise DataError(path, line, f"invalid JSON: {e.msg} (column {e.colno})") from None
+    except RecursionError:
+        raise DataError(path, line_no, "invalid JSON: nested too deeply") from None
+    except ValueError as e:  # "Exceeds the limit (4300 digits) for integer string conversion: ...; use ..."
+        raise DataError(path, line_no, f"invalid JSON: {str(e).split(';')[0]}") from None
+
+
 def read_jsonl(path: PathLike, *, text_field: str = "text", skip_bad: bool = False,
                report: SkipReport | None = None) -> Iterator[dict]:
-    """One JSON object per non-blank line, each with a string `text_field`."""
+    """One JSON object per non-blank line, each with a string `text_field` that passes `text_problem`."""
     for line_no, line in iter_lines(path, skip_bad=skip_bad, report=report):
         if not line.strip():
             continue
         try:
-            obj = json.loads(line)
-        except json.JSONDecodeError as e:
-            _fail(DataError(path, line_no, f"invalid JSON: {e.msg} (column {e.colno})"), skip_bad, report)
+            obj = parse_json(line, path, line_no)
+        except DataError as error:
+            _fail(error, skip_bad, report)
             continue
         if not isinstance(obj, dict):
             problem = f"expected a JSON object, got {type(obj).__name__}"
@@ -138,6 +193,8 @@ def read_jsonl(path: PathLike, *, text_field: str = "text", skip_bad: bool = Fal
             problem = f"missing field {text_field!r}"
         elif not isinstance(obj[text_field], str):
             problem = f"field {text_field!r} must be a string, got {type(obj[text_field]).__name__}"
+        elif text_issue := text_problem(obj[text_field], multiline=True):  # JSON escapes ("\u0000") hide them
+            problem = f"field {text_field!r}: {text_issue}"
         else:
             yield obj
             continue
@@ -306,7 +363,7 @@ def read_freedict(index_path: PathLike, dict_path: PathLike, *, skip_bad: bool =
         try:
             with (gzip.open if dict_path.suffix == ".dz" else open)(dict_path, "rb") as f:
                 shutil.copyfileobj(f, data)
-        except (OSError, EOFError) as e:  # not gzip, or truncated
+        except _READ_ERRORS as e:  # not gzip, or truncated
             raise DataError(dict_path, None, f"cannot read: {e}") from None
         size = data.tell()
         for line_no, line in iter_lines(index_path, skip_bad=skip_bad, report=report):
@@ -330,6 +387,10 @@ def read_freedict(index_path: PathLike, dict_path: PathLike, *, skip_bad: bool =
             except UnicodeDecodeError:
                 problem = f"entry at offset {offset} of {dict_path} is not valid UTF-8"
                 _fail(DataError(index_path, line_no, problem), skip_bad, report)
+                continue
+            if entry_issue := text_problem(entry, multiline=True):
+                _fail(DataError(index_path, line_no, f"entry at offset {offset} of {dict_path}: {entry_issue}"),
+                      skip_bad, report)
                 continue
             if translations := _freedict_translations(entry):
                 yield _freedict_headword(word, entry), translations
@@ -366,13 +427,13 @@ def _conllu_token(cols: list[str], expected_id: int) -> Token | str:
     """The token of a 10-column line, or what is wrong with it."""
     if len(cols) != 10:
         return f"expected 10 tab-separated columns, got {len(cols)}"
-    if not cols[0].isdigit():
+    if not (cols[0].isascii() and cols[0].isdigit()):  # isdigit() alone takes "²", which int() does not
         return f"bad token id {cols[0]!r}"
-    if int(cols[0]) != expected_id:
+    if cols[0].lstrip("0") != str(expected_id):  # as text: int() refuses ids of more than 4300 digits
         return f"token id {cols[0]} out of order, expected {expected_id}"
     if cols[3] not in UPOS_TAGS:
         return f"unknown UPOS {cols[3]!r}"
-    return Token(int(cols[0]), *cols[1:8])
+    return Token(expected_id, *cols[1:8])
 
 
 def read_conllu(path: PathLike, *, skip_bad: bool = False,
@@ -403,7 +464,7 @@ def read_conllu(path: PathLike, *, skip_bad: bool = False,
             key, eq, value = line[1:].partition("=")
             if eq and key.strip() in ("sent_id", "text"):
                 setattr(sent, key.strip(), value.strip())
-        elif re.fullmatch(r"\d+(-\d+|\.\d+)", line.split("\t", 1)[0]) and line.count("\t") == 9:
+        elif re.fullmatch(r"[0-9]+(-[0-9]+|\.[0-9]+)", line.split("\t", 1)[0]) and line.count("\t") == 9:
             continue  # multiword token range or empty node
         else:
             token = _conllu_token(line.split("\t"), len(sent.tokens) + 1)

@@ -1,0 +1,47 @@
+"""What the fuzz tests (test_fuzz_*.py) share: how many inputs each tries, and the hang guard.
+
+Hypothesis's own deadline measures wall time, which a loaded 2-core machine stretches tenfold and more; the guard
+here measures the CPU time an input takes instead (ITIMER_PROF), so it stops a hang without failing slow machines.
+"""
+
+from __future__ import annotations
+
+import functools
+import os
+import signal
+from contextlib import contextmanager
+
+from hypothesis import HealthCheck, given, settings
+
+# Inputs per fuzz test; METAXLM_FUZZ_EXAMPLES=2000 runs a deeper search.
+FUZZ_EXAMPLES = int(os.environ.get("METAXLM_FUZZ_EXAMPLES", "150"))
+CPU_SECONDS_PER_INPUT = 5.0  # the slowest legitimate inputs (2000-deep YAML) take under 1 s
+
+
+@contextmanager
+def cpu_time_limit(seconds: float):
+    """Raise TimeoutError in the running code once it has used `seconds` of CPU time."""
+    def expire(signum, frame):
+        raise TimeoutError(f"input used more than {seconds} s of CPU time: a hang")
+
+    previous = signal.signal(signal.SIGPROF, expire)
+    signal.setitimer(signal.ITIMER_PROF, seconds)
+    try:
+        yield
+    finally:
+        signal.setitimer(signal.ITIMER_PROF, 0)
+        signal.signal(signal.SIGPROF, previous)
+
+
+def fuzz(*strategies):
+    """@given(*strategies) with FUZZ_EXAMPLES inputs, each run under the CPU-time hang guard."""
+    def decorate(test):
+        @functools.wraps(test)
+        def guarded(*args, **kwargs):
+            with cpu_time_limit(CPU_SECONDS_PER_INPUT):
+                return test(*args, **kwargs)
+
+        return settings(max_examples=FUZZ_EXAMPLES, deadline=None,
+                        suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])(
+            given(*strategies)(guarded))
+    return decorate
