@@ -23,8 +23,8 @@ from fuzz_helpers import CPU_SECONDS_PER_INPUT, cpu_time_limit, fuzz
 from hypothesis import strategies as st
 
 from metaxlm.config import RunConfig, apply_override, dump_config, load_config
-from metaxlm.data.readers import text_problem
 from metaxlm.errors import ConfigError
+from metaxlm.textpolicy import text_problem
 
 # Keys of a run config (and a few unknown ones): generated values land where validation must look at them.
 KEY_PATHS = [

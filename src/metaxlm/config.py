@@ -13,9 +13,9 @@ from typing import Any, Literal
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
-from metaxlm.data.readers import text_problem
 from metaxlm.errors import ConfigError
 from metaxlm.languages import check_language
+from metaxlm.textpolicy import text_problem
 
 
 class Strict(BaseModel):
