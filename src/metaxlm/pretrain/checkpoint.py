@@ -27,6 +27,7 @@ import torch
 
 from metaxlm.errors import MetaXLMError
 from metaxlm.io import atomic_write_json, atomic_write_text, disk_full_guard
+from metaxlm.models.loading import quiet_transformers
 from metaxlm.rundir import latest_checkpoint  # noqa: F401  (also imported from here: engine, pipeline, tests)
 
 CHECKSUMS = "checksums.json"
@@ -69,7 +70,8 @@ def save_checkpoint(ckpt_root: Path, step: int, *, model, optimizer, scheduler, 
         for stale in ckpt_root.glob(".tmp-step_*"):  # left by an interrupted save: never read, and it holds space
             shutil.rmtree(stale, ignore_errors=True)
         tmp.mkdir()
-        with writing("model.safetensors"):
+        # quiet: transformers draws a progress bar per save, two stderr lines per checkpoint in the run's log
+        with writing("model.safetensors"), quiet_transformers():
             model.save_pretrained(str(tmp), state_dict=weights)  # safetensors
         if objectives_state:
             with writing(OBJECTIVES_FILE):
