@@ -94,8 +94,20 @@ def fill(mount: Path, leave: int) -> Path:
 
 
 def metaxlm(*args: str) -> subprocess.CompletedProcess:
+    """`metaxlm *args` in a fresh process; `.seconds` and `.cpu_seconds` (its CPU time: on a busy machine the
+    wall time says more about the other jobs)."""
     env = {**os.environ, "OMP_NUM_THREADS": "1", "MKL_NUM_THREADS": "1", "TOKENIZERS_PARALLELISM": "false"}
-    return subprocess.run([sys.executable, "-m", "metaxlm.cli", *args], capture_output=True, text=True, env=env)
+    cpu, wall = _children_cpu(), time.perf_counter()
+    done = subprocess.run([sys.executable, "-m", "metaxlm.cli", *args], capture_output=True, text=True, env=env)
+    done.seconds, done.cpu_seconds = time.perf_counter() - wall, _children_cpu() - cpu
+    return done
+
+
+def _children_cpu() -> float:
+    import resource
+
+    usage = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return usage.ru_utime + usage.ru_stime
 
 
 def outcome(done: subprocess.CompletedProcess) -> dict:
@@ -103,7 +115,8 @@ def outcome(done: subprocess.CompletedProcess) -> dict:
     errors = [ln for ln in done.stderr.splitlines() if ln.startswith("metaxlm: error:")]
     return {"exit_code": done.returncode, "error_lines": errors, "message": errors[-1] if errors else None,
             "traceback": "Traceback (most recent call last)" in done.stderr,
-            "stderr_tail": done.stderr.strip().splitlines()[-3:]}
+            "stderr_tail": done.stderr.strip().splitlines()[-3:],
+            "seconds": round(done.seconds, 1), "cpu_seconds": round(done.cpu_seconds, 1)}
 
 
 def leftovers(root: Path) -> list[str]:
@@ -137,15 +150,12 @@ def pretrain_scenario(config: Path, template: Path, reference: Path, work: Path,
     record: dict = {"fail_in": fail_in, "free_at_start": leave}
     with tmpfs(run / "pretrain", 2 * used(reference) + (4 << 20)) as mount:
         filler = fill(mount, leave)
-        t = time.perf_counter()
         full = metaxlm("pretrain", str(config), f"output_dir={run}", "--no-progress")
-        record["full_disk"] = {**outcome(full), "seconds": round(time.perf_counter() - t, 1),
-                               "leftovers": leftovers(vdir), "free_after_failure": free(mount)}
+        record["full_disk"] = {**outcome(full), "leftovers": leftovers(vdir), "free_after_failure": free(mount)}
         record["last_checkpoint"] = checkpoint_state(vdir / "ckpt")
         filler.unlink()  # free space
-        t = time.perf_counter()
         resumed = metaxlm("pretrain", str(config), f"output_dir={run}", "--no-progress", "--resume")
-        record["resume"] = {**outcome(resumed), "seconds": round(time.perf_counter() - t, 1),
+        record["resume"] = {**outcome(resumed),
                             "finished": resumed.returncode == 0 and (vdir / "final" / "config.json").exists()}
         record["resume"]["equals_uninterrupted"] = \
             same_run(reference, vdir, steps) if record["resume"]["finished"] else "not finished"
@@ -156,6 +166,7 @@ def checkpoint_state(ckpt_root: Path) -> dict:
     """The checkpoint `latest` names: does it verify (sha256) and load with AutoModelForMaskedLM?"""
     from transformers import AutoModelForMaskedLM
 
+    from metaxlm.models.loading import quiet_transformers
     from metaxlm.pretrain.checkpoint import corruption, latest_checkpoint
 
     latest = latest_checkpoint(ckpt_root)
@@ -163,7 +174,8 @@ def checkpoint_state(ckpt_root: Path) -> dict:
         return {"name": None}
     state = {"name": latest.name, "path": str(latest), "verifies": corruption(latest) is None}
     try:
-        AutoModelForMaskedLM.from_pretrained(str(latest))
+        with quiet_transformers():
+            AutoModelForMaskedLM.from_pretrained(str(latest))
         state["loads"] = True
     except Exception as err:  # reported, not raised: the bench records what happened
         state["loads"] = f"{type(err).__name__}: {err}"
@@ -200,16 +212,13 @@ def prepare_scenario(config: Path, vocab: Path, reference: Path, work: Path) -> 
         shutil.copytree(vocab, mount / "vocab")
         fill(mount, 48 << 10)  # the config and run_info.json take a page or two of it
         record["free_at_start"] = free(mount)
-        t = time.perf_counter()
         full = metaxlm("data", "prepare", str(config), f"output_dir={mount}", "--no-progress")
-        record["full_disk"] = {**outcome(full), "seconds": round(time.perf_counter() - t, 1),
-                               "leftovers": leftovers(mount), "prepared_exists": (mount / "prepared").exists(),
-                               "free_after_failure": free(mount)}
+        record["full_disk"] = {**outcome(full), "leftovers": leftovers(mount),
+                               "prepared_exists": (mount / "prepared").exists(), "free_after_failure": free(mount)}
         (mount / "filler.bin").unlink()
         resize_tmpfs(mount, used(vocab) + 4 * used(reference) + (1 << 20))  # free space: a bigger filesystem
-        t = time.perf_counter()
         again = metaxlm("data", "prepare", str(config), f"output_dir={mount}", "--no-progress")
-        record["rerun"] = {**outcome(again), "seconds": round(time.perf_counter() - t, 1),
+        record["rerun"] = {**outcome(again),
                            "finished": again.returncode == 0 and (mount / "prepared" / "meta.json").exists()}
         record["rerun"]["equals_reference"] = \
             same_prepared(reference, mount / "prepared") if record["rerun"]["finished"] else "not finished"

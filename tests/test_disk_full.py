@@ -91,7 +91,7 @@ def test_disk_full_message_and_pickling(tmp_path):
     err = DiskFull(tmp_path / "x", what="checkpoint", part="optimizer.pt", mount="/data", free_at_failure=0,
                    free_after=1_500_000, kept="The last good checkpoint c is intact.", rerun="then rerun with --resume")
     assert str(err) == (f"disk full while writing checkpoint {tmp_path / 'x'} (optimizer.pt): no space left on device "
-                        "(1.5 MB free on /data with the partial files removed). The last good checkpoint c is intact. "
+                        "(1.50 MB free on /data with the partial files removed). The last good checkpoint c is intact. "
                         "Free space on /data, then rerun with --resume.")
     import pickle
 

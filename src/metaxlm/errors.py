@@ -66,7 +66,7 @@ def _rebuild_disk_full(target: str, fields: dict) -> DiskFull:
 
 
 def _mb(n: int) -> str:
-    return f"{n / 1e6:,.1f} MB"
+    return f"{n / 1e6:,.2f} MB" if n < 10**7 else f"{n / 1e6:,.0f} MB"  # 0.05 MB, not "0.0 MB", on a small disk
 
 
 @dataclass
