@@ -31,7 +31,7 @@ from tqdm import tqdm
 from metaxlm.config import CorpusSpec, ParallelSpec, PrepareConfig
 from metaxlm.data.corpus import iter_pairs, iter_texts
 from metaxlm.errors import DataError, SkipReport
-from metaxlm.io import atomic_dir, atomic_write_json
+from metaxlm.io import atomic_dir, atomic_write_json, disk_full_guard
 
 IDS = pa.list_(pa.int32())
 SCHEMAS = {
@@ -94,7 +94,9 @@ def _tokenize_part(kind: str, spec_json: str, part: int, parts: int, tokenizer_d
     spec = (CorpusSpec if kind == "mono" else ParallelSpec).model_validate_json(spec_json)
     encode, report = _encoder(tokenizer_dir, load_tokenizer), SkipReport()
     rows = tokens = 0
-    with pa.OSFile(dest, "wb") as sink, pa.ipc.new_stream(sink, SCHEMAS[kind]) as writer:
+    # a full disk is recognized here, before the partial file is removed (the parent only sees the pickled error)
+    with disk_full_guard(dest, cleanup=lambda: Path(dest).unlink(missing_ok=True)), \
+            pa.OSFile(dest, "wb") as sink, pa.ipc.new_stream(sink, SCHEMAS[kind]) as writer:
         for columns in _record_batches(kind, spec, part, parts, encode, cfg, skip_bad, report):
             writer.write_batch(pa.RecordBatch.from_pydict(columns, schema=SCHEMAS[kind]))
             rows += len(columns["length"])
@@ -115,6 +117,12 @@ def prepare_corpora(mono: dict[str, CorpusSpec], parallel: dict[str, ParallelSpe
               [("parallel", k, s) for k, s in sorted(parallel.items())]
     parts = cfg.num_proc
     meta: dict = {"tokenizer": str(tokenizer_dir), "mono": {}, "parallel": {}}
+    # on a full disk: which corpus was being written, and that out_dir is untouched (atomic_dir)
+    kept = f"The earlier {out_dir} is intact." if Path(out_dir).exists() else f"Nothing was written to {out_dir}."
+
+    def writing(part: str):
+        return disk_full_guard(out_dir, what="Arrow data", part=part, kept=kept)
+
     with atomic_dir(out_dir) as tmp, tempfile.TemporaryDirectory(dir=Path(out_dir).parent) as work:
         # spawn: workers must not inherit the parent's threads (tokenizers, torch) through fork
         ctx = multiprocessing.get_context("spawn")
@@ -128,7 +136,8 @@ def prepare_corpora(mono: dict[str, CorpusSpec], parallel: dict[str, ParallelSpe
             bar = tqdm(total=len(futures), desc="prepare", unit="part", disable=not progress)
             try:
                 for job, fut in futures.items():  # in submission order: the first error raised is the first corpus's
-                    results[job] = fut.result()
+                    with writing(f"{job[0]}/{job[1]}"):
+                        results[job] = fut.result()
                     bar.update()
             except BaseException:
                 for fut in futures.values():
@@ -141,10 +150,12 @@ def prepare_corpora(mono: dict[str, CorpusSpec], parallel: dict[str, ParallelSpe
             ds = datasets.concatenate_datasets([datasets.Dataset.from_file(f) for f in files])
             heldout = cfg.heldout_texts if kind == "mono" and len(ds) > 2 * cfg.heldout_texts else 0
             if heldout:  # the last texts (corpora are usually shuffled already) are never trained on
-                ds.select(range(len(ds) - heldout, len(ds))).save_to_disk(str(Path(tmp) / "heldout" / key))
+                with writing(f"heldout/{key}"):
+                    ds.select(range(len(ds) - heldout, len(ds))).save_to_disk(str(Path(tmp) / "heldout" / key))
                 ds = ds.select(range(len(ds) - heldout))
             dest = Path(tmp) / kind / key
-            ds.save_to_disk(str(dest), max_shard_size=cfg.max_shard_size)
+            with writing(f"{kind}/{key}"):
+                ds.save_to_disk(str(dest), max_shard_size=cfg.max_shard_size)
             first = results[(kind, key, 0)]  # every part reads every line, so part 0 saw every bad one
             meta[kind][key] = {
                 "examples": len(ds), "heldout_examples": heldout,
@@ -153,5 +164,6 @@ def prepare_corpora(mono: dict[str, CorpusSpec], parallel: dict[str, ParallelSpe
                 "shards": len(list(dest.glob("data-*.arrow"))),
             }
             del ds
-        atomic_write_json(Path(tmp) / "meta.json", meta)
+        with writing("meta.json"):
+            atomic_write_json(Path(tmp) / "meta.json", meta)
     return meta

@@ -25,7 +25,7 @@ from typing import Any
 
 from metaxlm.config import AlignmentEvalSpec, EvalConfig, RetrievalEvalSpec, RunConfig
 from metaxlm.errors import ConfigError, MetaXLMError
-from metaxlm.io import atomic_write_json, json_safe
+from metaxlm.io import atomic_write_json, disk_full_guard, json_safe
 from metaxlm.models import get_arch
 from metaxlm.models.named import model_dir
 from metaxlm.pretrain.recipe import START_OF, save_start_model
@@ -140,9 +140,19 @@ def _cached(path: Path, fingerprint: str, compute, *args, **kwargs) -> dict:
             return stored["result"]
     start = time.perf_counter()
     result = compute(*args, **kwargs)
-    atomic_write_json(path, {"fingerprint": fingerprint, "seconds": round(time.perf_counter() - start, 1),
-                             "result": result})
+    with _writing_results(path):
+        atomic_write_json(path, {"fingerprint": fingerprint, "seconds": round(time.perf_counter() - start, 1),
+                                 "result": result})
     return result
+
+
+def _writing_results(path: Path):
+    """A full disk while storing a result: DiskFull, saying that the parts already stored are reused by the rerun
+    (each part is stored on its own, atomically, as soon as it is computed)."""
+    parts = path.parent if path.parent.name == "parts" else path.parent / "parts"
+    return disk_full_guard(path, what="evaluation results",
+                           kept=f"The evaluation parts already stored in {parts} are intact and the rerun reuses "
+                                f"them.")
 
 
 # --- feature-based probes ---------------------------------------------------------------------------------
@@ -287,7 +297,8 @@ def evaluate_model(cfg: RunConfig, target: ModelToEvaluate, *, progress: bool = 
             results.setdefault("alignment", {})[name] = _cached(
                 parts / f"alignment-{name}.json", _fingerprint(key), evaluate_alignment, model, tokenizer, spec,
                 ecfg)
-    atomic_write_json(out / "results.json", json_safe(results))
+    with _writing_results(out / "results.json"):
+        atomic_write_json(out / "results.json", json_safe(results))
     return results
 
 

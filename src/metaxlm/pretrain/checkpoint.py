@@ -26,7 +26,9 @@ from pathlib import Path
 import torch
 
 from metaxlm.errors import MetaXLMError
-from metaxlm.io import atomic_write_json, atomic_write_text
+from metaxlm.io import atomic_write_json, atomic_write_text, disk_full_guard
+from metaxlm.models.loading import quiet_transformers
+from metaxlm.rundir import latest_checkpoint  # noqa: F401  (also imported from here: engine, pipeline, tests)
 
 CHECKSUMS = "checksums.json"
 OBJECTIVES_FILE = "objectives.safetensors"
@@ -46,39 +48,71 @@ def sha256_file(path: Path, chunk: int = 1 << 22) -> str:
 
 def save_checkpoint(ckpt_root: Path, step: int, *, model, optimizer, scheduler, state: dict, keep: int,
                     objectives_state: dict[str, torch.Tensor] | None = None, weights: dict | None = None) -> Path:
-    """`weights`: gathered full weights when the model is sharded (FSDP/DeepSpeed); else the model's own."""
+    """`weights`: gathered full weights when the model is sharded (FSDP/DeepSpeed); else the model's own.
+
+    A full disk at any point is a DiskFull naming the checkpoint and the file that failed; the partial checkpoint is
+    removed (so the freed space is real) and the previous one, still named by `latest`, is untouched."""
     from safetensors.torch import save_file
 
-    ckpt_root.mkdir(parents=True, exist_ok=True)
     final = ckpt_root / f"step_{step:08d}"
     tmp = ckpt_root / f".tmp-step_{step:08d}"
-    shutil.rmtree(tmp, ignore_errors=True)
-    tmp.mkdir()
-    model.save_pretrained(str(tmp), state_dict=weights)  # safetensors
-    if objectives_state:
-        save_file({k: v.detach().cpu().contiguous() for k, v in objectives_state.items()}, str(tmp / OBJECTIVES_FILE))
-    torch.save(optimizer.state_dict(), tmp / "optimizer.pt")
-    torch.save(scheduler.state_dict(), tmp / "scheduler.pt")
-    atomic_write_json(tmp / "trainer_state.json", {"step": step, **state})
-    atomic_write_json(tmp / CHECKSUMS, {f.name: sha256_file(f) for f in sorted(tmp.iterdir())})
-    for f in tmp.iterdir():  # make the files durable before the rename publishes them
-        with open(f, "rb") as fh:
-            os.fsync(fh.fileno())
-    if final.exists():
-        shutil.rmtree(final)
-    os.replace(tmp, final)
-    atomic_write_text(ckpt_root / "latest", final.name + "\n")
+    previous = latest_checkpoint(ckpt_root)
+    recovery = ({"kept": f"The last good checkpoint {previous} is intact.", "rerun": "then rerun with --resume"}
+                if previous else {"kept": "No earlier checkpoint was written.",
+                                  "rerun": "then run the same command again (without --resume)"})
+
+    def writing(part: str):
+        return disk_full_guard(final, what="checkpoint", part=part, **recovery)
+
+    with disk_full_guard(final, what="checkpoint", cleanup=lambda: shutil.rmtree(tmp, ignore_errors=True),
+                         **recovery):
+        ckpt_root.mkdir(parents=True, exist_ok=True)
+        for stale in ckpt_root.glob(".tmp-step_*"):  # left by an interrupted save: never read, and it holds space
+            shutil.rmtree(stale, ignore_errors=True)
+        tmp.mkdir()
+        # quiet: transformers draws a progress bar per save, two stderr lines per checkpoint in the run's log
+        with writing("model.safetensors"), quiet_transformers():
+            model.save_pretrained(str(tmp), state_dict=weights)  # safetensors
+        if objectives_state:
+            with writing(OBJECTIVES_FILE):
+                save_file({k: v.detach().cpu().contiguous() for k, v in objectives_state.items()},
+                          str(tmp / OBJECTIVES_FILE))
+        with writing("optimizer.pt"):
+            _torch_save(optimizer.state_dict(), tmp / "optimizer.pt")
+        with writing("scheduler.pt"):
+            _torch_save(scheduler.state_dict(), tmp / "scheduler.pt")
+        atomic_write_json(tmp / "trainer_state.json", {"step": step, **state})
+        atomic_write_json(tmp / CHECKSUMS, {f.name: sha256_file(f) for f in sorted(tmp.iterdir())})
+        for f in tmp.iterdir():  # make the files durable before the rename publishes them
+            with writing(f.name), open(f, "rb") as fh:
+                os.fsync(fh.fileno())
+        if final.exists():  # the same step written before (a rerun from an earlier checkpoint): swap, then delete
+            old = ckpt_root / f".old-step_{step:08d}"
+            shutil.rmtree(old, ignore_errors=True)
+            os.replace(final, old)
+            os.replace(tmp, final)
+            shutil.rmtree(old, ignore_errors=True)
+        else:
+            os.replace(tmp, final)
+
+    def unpublish() -> None:  # a checkpoint `latest` does not name is never resumed from: give its space back
+        pointer = ckpt_root / "latest"
+        if not (pointer.exists() and pointer.read_text().strip() == final.name):
+            shutil.rmtree(final, ignore_errors=True)
+
+    with disk_full_guard(ckpt_root / "latest", what="the checkpoint pointer", part=f"to {final.name}",
+                         cleanup=unpublish, **recovery):
+        atomic_write_text(ckpt_root / "latest", final.name + "\n")
     for old in sorted(ckpt_root.glob("step_*"))[:-keep]:
         shutil.rmtree(old, ignore_errors=True)
     return final
 
 
-def latest_checkpoint(ckpt_root: Path) -> Path | None:
-    pointer = ckpt_root / "latest"
-    if not pointer.exists():
-        return None
-    path = ckpt_root / pointer.read_text().strip()
-    return path if (path / "trainer_state.json").exists() else None
+def _torch_save(obj, file: Path) -> None:
+    # torch.save(obj, path) fails on a full disk with a RuntimeError ("unexpected pos") that has lost the errno;
+    # through a Python file object, the OSError(ENOSPC) of the failed write stays in the exception chain
+    with open(file, "wb") as f:
+        torch.save(obj, f)
 
 
 def corruption(path: Path) -> str | None:

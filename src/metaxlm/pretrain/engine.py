@@ -101,36 +101,48 @@ def _gathered_weights(acc, module) -> dict | None:
 
 
 class RunLog:
-    """metrics.jsonl (always) and TensorBoard (when installed), written by the main process only."""
+    """metrics.jsonl (always) and TensorBoard (when installed), written by the main process only.
+
+    A full disk while logging is a DiskFull like any other write of the run (naming the last good checkpoint). An
+    append that fails midway is cut back to the last complete line, and a line left incomplete by a killed process
+    is dropped on resume: readers only ever see whole JSON lines."""
 
     def __init__(self, layout: VariantDir, *, main: bool, start: int, resume: bool):
-        self.path, self.main, self.writer = layout.metrics, main, None
+        from metaxlm.io import disk_full_guard, jsonl_lines
+
+        self.path, self.tensorboard, self.main, self.writer = layout.metrics, layout.tensorboard, main, None
         if not main:
             return
         layout.root.mkdir(parents=True, exist_ok=True)
         if self.path.exists():  # on resume, drop what came after the checkpoint we continue from
-            kept = [ln for ln in self.path.read_text().splitlines() if json.loads(ln)["step"] <= start] if resume else []
+            kept = [ln for ln in jsonl_lines(self.path) if json.loads(ln)["step"] <= start] if resume else []
             atomic_write_text(self.path, "".join(ln + "\n" for ln in kept))
         try:
             from torch.utils.tensorboard import SummaryWriter
-
-            self.writer = SummaryWriter(str(layout.tensorboard), purge_step=start or None)
         except ImportError:  # TensorBoard is optional; JSONL is always written
-            pass
+            return
+        with disk_full_guard(self.tensorboard, what="the TensorBoard log"):
+            self.writer = SummaryWriter(str(self.tensorboard), purge_step=start or None)
 
     def __call__(self, record: dict) -> None:
+        from metaxlm.io import append_line, disk_full_guard
+
         if not self.main:
             return
-        with open(self.path, "a", encoding="utf-8") as f:
-            f.write(json.dumps(record) + "\n")
+        append_line(self.path, json.dumps(record), what="the metrics log")
         if self.writer is not None:
-            for k, v in record.items():
-                if isinstance(v, int | float) and k != "step":
-                    self.writer.add_scalar(k, v, record["step"])
+            # TensorBoard writes from a thread of its own: a failed write surfaces at a later call, or at close
+            with disk_full_guard(self.tensorboard, what="the TensorBoard log"):
+                for k, v in record.items():
+                    if isinstance(v, int | float) and k != "step":
+                        self.writer.add_scalar(k, v, record["step"])
 
     def close(self) -> None:
+        from metaxlm.io import disk_full_guard
+
         if self.writer is not None:
-            self.writer.close()
+            with disk_full_guard(self.tensorboard, what="the TensorBoard log"):
+                self.writer.close()
 
 
 def pretrain(*, model, tokenizer, train_data: dict, heldout_data: dict, cfg: TrainConfig, alpha: float, seed: int,
