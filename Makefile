@@ -8,7 +8,7 @@ export HF_HUB_OFFLINE := 1
 export HF_DATASETS_OFFLINE := 1
 export TOKENIZERS_PARALLELISM := false
 
-.PHONY: setup demo test lint bench demo-data large-corpora check-report clean
+.PHONY: setup demo test lint bench soak demo-data large-corpora check-report clean
 
 $(STAMP): pyproject.toml constraints.txt Makefile
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
@@ -52,6 +52,11 @@ $(BENCH_STAMP): $(STAMP)
 
 bench: setup $(BENCH_STAMP) $(LARGE_CORPORA)
 	$(BIN)/python bench/run_all.py
+
+# The reliability soak (README "Reliability"): random SIGKILLs, real full disks (tmpfs), fuzzed inputs, corpora
+# larger than a cgroup memory limit, a killed process of two. About an hour; the tmpfs and cgroup parts need root.
+soak: setup
+	$(BIN)/python bench/run_all.py --soak
 
 # Open a report in headless Chromium (Debian's package, installed when missing): images load and fit, no sideways
 # scrolling, every figure captioned; a full-page screenshot is saved beside the report for a human to look at.

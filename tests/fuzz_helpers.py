@@ -15,6 +15,15 @@ from hypothesis import HealthCheck, given, settings
 
 # Inputs per fuzz test; METAXLM_FUZZ_EXAMPLES=2000 runs a deeper search.
 FUZZ_EXAMPLES = int(os.environ.get("METAXLM_FUZZ_EXAMPLES", "150"))
+# bench/fuzz_inputs.py sets this to a file: every input tried appends its test's name there (one line per input)
+TALLY_FILE = os.environ.get("METAXLM_FUZZ_TALLY")
+
+
+def tally(test_name: str, inputs: int = 1) -> None:
+    """Count `inputs` tried by `test_name` (a no-op unless METAXLM_FUZZ_TALLY names a file)."""
+    if TALLY_FILE:
+        with open(TALLY_FILE, "a", encoding="utf-8") as out:
+            out.write(f"{test_name}\n" * inputs)
 CPU_SECONDS_PER_INPUT = 5.0  # the slowest legitimate inputs (2000-deep YAML) take under 1 s
 
 
@@ -38,6 +47,7 @@ def fuzz(*strategies):
     def decorate(test):
         @functools.wraps(test)
         def guarded(*args, **kwargs):
+            tally(test.__name__)  # every call is one input (shrinking's replays included)
             with cpu_time_limit(CPU_SECONDS_PER_INPUT):
                 return test(*args, **kwargs)
 

@@ -19,7 +19,7 @@ import tempfile
 from pathlib import Path
 
 import yaml
-from fuzz_helpers import CPU_SECONDS_PER_INPUT, cpu_time_limit, fuzz
+from fuzz_helpers import CPU_SECONDS_PER_INPUT, cpu_time_limit, fuzz, tally
 from hypothesis import strategies as st
 
 from metaxlm.config import RunConfig, apply_override, dump_config, load_config
@@ -135,6 +135,7 @@ def test_every_hostile_snippet_at_every_exposed_key():
         for value in HOSTILE_YAML:
             tree = json.loads(json.dumps(BASE))
             put_at(tree, path, value)
+            tally("test_every_hostile_snippet_at_every_exposed_key")
             with tempfile.TemporaryDirectory() as tmp, cpu_time_limit(CPU_SECONDS_PER_INPUT):
                 config_file = Path(tmp) / "run.yaml"
                 config_file.write_text(emit(tree), encoding="utf-8")
