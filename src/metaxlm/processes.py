@@ -210,7 +210,7 @@ def stop_on_peer_failure(ckpt_dir: str | Path | None):
     if cause is not None:
         if previous is not None:  # stopping anyway: the launcher's SIGTERM must not turn exit code 2 into a signal
             signal.signal(signal.SIGTERM, _exit_stopped)
-        raise RunStopped(stopped_message(cause, ckpt_dir))
+        raise RunStopped(stopped_message(cause, ckpt_dir)) from None
 
 
 def _exit_stopped(signum, frame) -> None:
