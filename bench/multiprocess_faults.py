@@ -7,6 +7,7 @@ Scenarios (the tiny model and data of bench/disk_full.py, fp32, checkpoints ever
             rank 0 has exited (and with which code), until torchrun has exited; then `--resume` with 2 processes:
             does it finish, and does it equal the uninterrupted 2-process run (the same log lines, bit-identical
             weights and optimizer state)?
+  sigkill_rank0   the same with rank 0 (the process that writes checkpoints and logs) killed: rank 1's message
   sigstop   rank 1 is frozen (SIGSTOP) with METAXLM_COLLECTIVE_TIMEOUT=20: seconds until rank 0's message and exit
             (rank 1 is woken with SIGCONT once rank 0 has exited, so that torchrun can end it)
 
@@ -61,8 +62,9 @@ def latest_step(ckpt: Path) -> int:
     return int(pointer.read_text().strip().split("_")[1]) if pointer.exists() else 0
 
 
-def fault(config: Path, run: Path, sig: signal.Signals, env: dict) -> dict:
-    """Start the run, send `sig` to rank 1 after the checkpoint of step FAULT_AT, and time what follows."""
+def fault(config: Path, run: Path, sig: signal.Signals, env: dict, victim: int = 1) -> dict:
+    """Start the run, send `sig` to rank `victim` after the checkpoint of step FAULT_AT, and time what the other
+    process (the survivor) and torchrun do."""
     import psutil
 
     ckpt = run / "pretrain" / "xlm" / "ckpt"
@@ -72,7 +74,8 @@ def fault(config: Path, run: Path, sig: signal.Signals, env: dict) -> dict:
     reader = threading.Thread(target=lambda: lines.extend((time.perf_counter(), ln.rstrip("\n"))
                                                            for ln in launcher.stderr), daemon=True)
     reader.start()
-    rank0, rank1 = worker(launcher, 0), worker(launcher, 1)
+    survivor = 1 - victim
+    rank0, rank1 = worker(launcher, survivor), worker(launcher, victim)
     while launcher.poll() is None and latest_step(ckpt) < FAULT_AT:
         time.sleep(0.02)
     if launcher.poll() is not None:
@@ -92,18 +95,19 @@ def fault(config: Path, run: Path, sig: signal.Signals, env: dict) -> dict:
     reader.join(timeout=10)
     ended = time.perf_counter() - t0
     errors = [(t - t0, ln) for t, ln in lines if ln.startswith("metaxlm: error:")]
-    rank0_line = next(((t, ln) for t, ln in errors if "rank 0 stopped" in ln), (None, None))
+    rank0_line = next(((t, ln) for t, ln in errors if f"rank {survivor} stopped" in ln), (None, None))
     summary = "\n".join(ln for _, ln in lines)
     code = None
-    marker = ": 0 (local_rank: 0)"
+    marker = f": {survivor} (local_rank: {survivor})"
     for i, (_, ln) in enumerate(lines):
         if marker in ln and i + 1 < len(lines):
             code = lines[i + 1][1].split(":", 1)[1].strip().split(" ")[0]
-    return {"signal": sig.name, "fault_after_checkpoint_step": at_step, "rank0_message": rank0_line[1],
-            "rank0_message_seconds": None if rank0_line[0] is None else round(rank0_line[0], 2),
-            "rank0_exit_seconds": None if rank0_exit is None else round(rank0_exit, 2), "rank0_exit_code": code,
+    return {"signal": sig.name, "victim_rank": victim, "fault_after_checkpoint_step": at_step,
+            "survivor_message": rank0_line[1],
+            "survivor_message_seconds": None if rank0_line[0] is None else round(rank0_line[0], 2),
+            "survivor_exit_seconds": None if rank0_exit is None else round(rank0_exit, 2), "survivor_exit_code": code,
             "torchrun_exit_seconds": round(ended, 2), "torchrun_exit_code": launcher.returncode,
-            "other_error_lines": [ln for _, ln in errors if "rank 0 stopped" not in ln],
+            "other_error_lines": [ln for _, ln in errors if f"rank {survivor} stopped" not in ln],
             "metaxlm_traceback": any(ln.strip().startswith("File ") and "metaxlm" in ln for _, ln in lines),
             "hang": ended >= 600, "last_checkpoint": latest_step(ckpt),
             "stderr_tail": summary.splitlines()[-3:]}
@@ -154,16 +158,23 @@ def main() -> None:
             sigkill["resume"]["equals_uninterrupted"] = same_run(reference, run, STEPS)
             sigkill["resume"]["optimizer_identical"] = same_optimizer(reference / "ckpt" / last / "optimizer.pt",
                                                                       run / "ckpt" / last / "optimizer.pt")
-        print(f"sigkill: {sigkill['rank0_message']} (after {sigkill['rank0_message_seconds']} s; rank 0 exit "
-              f"{sigkill['rank0_exit_seconds']} s, torchrun {sigkill['torchrun_exit_seconds']} s)", flush=True)
+        print(f"sigkill: {sigkill['survivor_message']} (after {sigkill['survivor_message_seconds']} s; rank 0 exit "
+              f"{sigkill['survivor_exit_seconds']} s, torchrun {sigkill['torchrun_exit_seconds']} s)", flush=True)
+
+        killed0 = work / "killed0"  # the writer itself killed
+        shutil.copytree(template, killed0, dirs_exist_ok=True)
+        sigkill0 = fault(config, killed0, signal.SIGKILL, ENV, victim=0)
+        print(f"sigkill rank 0: {sigkill0['survivor_message']} (after {sigkill0['survivor_message_seconds']} s)",
+              flush=True)
 
         frozen = work / "frozen"
         shutil.copytree(template, frozen, dirs_exist_ok=True)
         sigstop = fault(config, frozen, signal.SIGSTOP, {**ENV, "METAXLM_COLLECTIVE_TIMEOUT": str(TIMEOUT)})
         sigstop["collective_timeout"] = TIMEOUT
-        print(f"sigstop: {sigstop['rank0_message']} (after {sigstop['rank0_message_seconds']} s)", flush=True)
-    result["scenarios"] = {"sigkill": sigkill, "sigstop": sigstop}
-    result["all_ok"] = _ok(sigkill) and _ok(sigstop) and sigkill["resume"].get("equals_uninterrupted") is True and \
+        print(f"sigstop: {sigstop['survivor_message']} (after {sigstop['survivor_message_seconds']} s)", flush=True)
+    result["scenarios"] = {"sigkill": sigkill, "sigkill_rank0": sigkill0, "sigstop": sigstop}
+    result["all_ok"] = all(_ok(s) for s in result["scenarios"].values()) and \
+        sigkill["resume"].get("equals_uninterrupted") is True and \
         sigkill["resume"].get("optimizer_identical") is True
     result["seconds"] = round(time.perf_counter() - started, 1)
     atomic_write_json(args.out, result)
@@ -171,9 +182,10 @@ def main() -> None:
 
 
 def _ok(s: dict) -> bool:
-    """Rank 0 stopped with its one message naming the last good checkpoint, exit code 2, no traceback, no hang."""
-    return s["rank0_message"] is not None and "last good checkpoint" in s["rank0_message"] and \
-        s["rank0_exit_code"] == "2" and not s["metaxlm_traceback"] and not s["hang"]
+    """The survivor stopped with its one message naming the last good checkpoint, exit code 2, no traceback, no
+    hang."""
+    return s["survivor_message"] is not None and "last good checkpoint" in s["survivor_message"] and \
+        s["survivor_exit_code"] == "2" and not s["metaxlm_traceback"] and not s["hang"]
 
 
 if __name__ == "__main__":
