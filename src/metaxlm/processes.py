@@ -246,13 +246,14 @@ def wait_for_main(what: str, *, poll: float = 0.2) -> None:
     global _long_group
     if _long_group is None:  # its own group: rank 0's stages may take far longer than the collective timeout
         _long_group = dist.new_group(backend="gloo", timeout=timedelta(days=30))
-    work = dist.barrier(group=_long_group, async_op=True)
-    while not work.is_completed():
-        time.sleep(poll)
     try:
-        work.wait()
-    except Exception as err:
-        cause = collective_failure(err) or f"a barrier failed ({str(err).strip()[:300]})"
+        with stop_on_peer_failure(None):
+            work = dist.barrier(group=_long_group, async_op=True)
+            while not work.is_completed():
+                time.sleep(poll)
+            work.wait()
+    except RunStopped as stop:
+        cause = str(stop).removeprefix(f"rank {rank()} stopped: ").split("; no checkpoint written yet")[0]
         raise RunStopped(f"rank {rank()} stopped while waiting for rank 0 ({what}): {cause}") from None
 
 
