@@ -189,10 +189,12 @@ def stop_on_peer_failure(ckpt_dir: str | Path | None):
         signal.signal(signal.SIGTERM, signal.SIG_DFL)  # a second SIGTERM ends the process at once
         raise Terminated
 
+    global _together
     try:
         previous = signal.signal(signal.SIGTERM, on_sigterm)
     except ValueError:  # not the main thread: signals cannot be caught here
         previous = None
+    _together += 1
     try:
         yield
     except Terminated:
@@ -205,12 +207,32 @@ def stop_on_peer_failure(ckpt_dir: str | Path | None):
     else:
         cause = None
     finally:
+        _together -= 1
         if previous is not None:
             signal.signal(signal.SIGTERM, previous)
     if cause is not None:
         if previous is not None:  # stopping anyway: the launcher's SIGTERM must not turn exit code 2 into a signal
             signal.signal(signal.SIGTERM, _exit_stopped)
         raise RunStopped(stopped_message(cause, ckpt_dir)) from None
+
+
+_together = 0  # depth of stop_on_peer_failure sections: code every process runs (multi-process pretraining)
+
+
+def together() -> bool:
+    """True when several processes run and this code runs on every one of them (inside `stop_on_peer_failure`, i.e.
+    multi-process pretraining), so a barrier can be met; False for one process, or for rank 0's own stages."""
+    return world_size() > 1 and _together > 0
+
+
+def rank0_first(make, what: str):
+    """`make()` — a step that writes shared files (an import, a conversion) and is a no-op once they exist — on rank 0
+    first and then on the others, once rank 0 is done, when every process runs it (`together()`); else just `make()`."""
+    if not together():
+        return make()
+    result = make() if is_main() else None
+    wait_for_main(what)
+    return result if is_main() else make()
 
 
 def _exit_stopped(signum, frame) -> None:

