@@ -30,7 +30,7 @@ from pathlib import Path
 from metaxlm.errors import ConfigError, MetaXLMError
 
 TIMEOUT_ENV = "METAXLM_COLLECTIVE_TIMEOUT"
-DEFAULT_TIMEOUT = 600.0  # seconds: torch's own default for gloo
+DEFAULT_TIMEOUT = 600.0  # seconds (torch's own default for gloo is 1,800; NCCL's 600)
 
 
 class RunStopped(MetaXLMError):
