@@ -9,6 +9,7 @@ from pathlib import Path
 
 from metaxlm import __version__
 from metaxlm.errors import MetaXLMError, SkipReport
+from metaxlm.processes import RunStopped, is_main, label, quiet_other_ranks, world_size
 
 CHECK_FORMATS = ("text", "documents", "jsonl", "parallel", "muse", "freedict", "conllu")
 
@@ -39,11 +40,12 @@ def cmd_pretrain(args) -> None:
     cfg = _load(args)
     check_pretraining_config(cfg)
     variant = args.variant or next(iter(cfg.variants))
-    if int(os.environ.get("RANK", "0")) == 0:  # one writer when launched with torchrun / accelerate
+    if is_main():  # one writer when launched with torchrun / accelerate
         write_run_info(RunDir.of(cfg).variant(variant).root, cfg)
     result = run_pretrain(cfg, variant, resume=args.resume, resume_from=args.resume_from,
                           progress=not args.no_progress)
-    print(f"pretrained {variant}: {result.final_dir} (loads with AutoModelForMaskedLM.from_pretrained)")
+    if is_main():
+        print(f"pretrained {variant}: {result.final_dir} (loads with AutoModelForMaskedLM.from_pretrained)")
 
 
 def cmd_prepare(args) -> None:
@@ -291,14 +293,35 @@ def main(argv: list[str] | None = None) -> int:
     elif rest:
         parser.error(f"unrecognized arguments: {' '.join(rest)}")
     try:
+        _one_voice(args)
         args.func(args)
     except MetaXLMError as err:
-        print(f"metaxlm: error: {err}", file=sys.stderr)
+        print(f"metaxlm: error: {label(str(err))}", file=sys.stderr, flush=True)
+        if isinstance(err, RunStopped):  # the process group is broken: no slow or hanging teardown
+            sys.stdout.flush()
+            os._exit(2)
         return 2
     except KeyboardInterrupt:
-        print("metaxlm: interrupted", file=sys.stderr)
+        print(f"metaxlm: {label('interrupted')}", file=sys.stderr, flush=True)
         return 130
     return 0
+
+
+def _one_voice(args) -> None:
+    """Under torchrun / accelerate launch only rank 0 prints, shows progress and warns; an error on any rank is
+    still printed, labelled with its rank (see metaxlm.processes)."""
+    if world_size() == 1:
+        return
+    quiet_other_ranks()
+    if not is_main() and hasattr(args, "no_progress"):
+        args.no_progress = True
+    default_hook = sys.excepthook
+
+    def labelled(kind, value, tb):  # an unexpected error: say which rank before the traceback
+        print(f"metaxlm: {label('unexpected error')}:", file=sys.stderr, flush=True)
+        default_hook(kind, value, tb)
+
+    sys.excepthook = labelled
 
 
 if __name__ == "__main__":

@@ -18,6 +18,7 @@ from metaxlm.data.prepare import prepare_corpora
 from metaxlm.data.stats import corpus_stats, format_stats
 from metaxlm.io import atomic_write_json
 from metaxlm.models.named import model_dir
+from metaxlm.processes import is_main, wait_for_main, world_size
 from metaxlm.runclock import RunClock
 from metaxlm.rundir import RunDir
 from metaxlm.runinfo import finish_run_info, write_run_info
@@ -142,6 +143,8 @@ def stage_pretrain(cfg: RunConfig, progress: bool = True, clock: RunClock | None
             run_pretrain(cfg, name, resume=done[name] > 0, progress=progress)
         if clock is not None:
             clock.done_variant(name, steps - done[name], time.perf_counter() - start)
+    if not is_main():  # several processes: every one trains, rank 0 writes the comparison
+        return {}
     comparison = compare_variants(cfg.output_dir, cfg.variant_order(), pivot=cfg.data.pivot)
     if comparison:
         print((Path(cfg.output_dir) / "comparison.md").read_text())
@@ -167,10 +170,17 @@ STAGES = {"vocab": stage_vocab, "prepare": stage_prepare, "stats": stage_stats, 
 
 
 def run(cfg: RunConfig, progress: bool = True) -> None:
+    """The config's stages in order. Under torchrun / accelerate launch only the pretrain stage runs on every
+    process; rank 0 alone runs the others (the rest wait for it before pretraining and end after it)."""
     if "pretrain" in cfg.stages:
         from metaxlm.pretrain.recipe import check_pretraining_config
 
         check_pretraining_config(cfg)
+    if not is_main():
+        if "pretrain" in cfg.stages:
+            wait_for_main("the stages before pretraining")
+            stage_pretrain(cfg, progress=False)
+        return
     write_run_info(cfg.output_dir, cfg)
     clock = RunClock(Path(cfg.output_dir) / "timings.json", cfg.stages)
     if "pretrain" in cfg.stages:
@@ -185,6 +195,8 @@ def run(cfg: RunConfig, progress: bool = True) -> None:
         print(f"== stage {name}", flush=True)
         start = time.perf_counter()
         stage = STAGES[name]
+        if name == "pretrain" and world_size() > 1:
+            wait_for_main("the stages before pretraining")  # the other processes start pretraining with rank 0
         if name in ("pretrain", "evaluate"):
             stage(cfg, progress=progress, clock=clock)
         else:

