@@ -366,7 +366,7 @@ def plot(result: dict, path: Path) -> None:
         ax.plot([p[0] for p in pts], [p[1][key] / MiB for p in pts], marker=marker, label=f"{step}: peak "
                 f"{'anonymous memory (cgroup total_rss)' if key == 'peak_anon_bytes' else 'tree RSS'}")
         ax.plot([p[0] for p in pts], [p[1]["peak_tree_rss_bytes"] / MiB for p in pts], marker=marker, ls=":",
-                alpha=0.6, label=f"{step}: peak tree RSS (incl. mapped Arrow pages)")
+                alpha=0.6, label=f"{step}: peak tree RSS (+ shared libraries, mapped Arrow pages: reclaimable)")
         for xi, rec in pts:
             if not rec["ok"]:
                 ax.annotate("OOM" if rec["oom_killed"] else "failed", (xi, rec.get(key) or 0), color="red")
@@ -376,10 +376,12 @@ def plot(result: dict, path: Path) -> None:
         ax.axhline(limit / MiB, color="red", lw=1.2, label=f"memory limit ({human(limit)})")
     ax.plot([0, top], [0, top], color="grey", ls="--", lw=1, label="corpus size = memory")
     ax.set_xlim(0, top)
-    ax.set_ylim(0, max(limit / MiB if limit else 0, top * 0.3) * 1.15)
+    highest = max((r[step].get("peak_tree_rss_bytes") or 0) / MiB for r in runs for step in ("prepare", "pretrain"))
+    ax.set_ylim(0, max(limit / MiB if limit else 0, highest) * 1.25)
     ax.set_xlabel("corpus size (MiB of UTF-8 text)")
     ax.set_ylabel("peak memory (MiB)")
-    ax.set_title("metaxlm prepare + pretrain under a memory limit: peak memory against corpus size", fontsize=9)
+    ax.set_title("metaxlm data prepare + pretrain, each in a memory cgroup: peak memory against corpus size",
+                 fontsize=9)
     ax.legend(fontsize=7, loc="upper left")
     ax.grid(alpha=0.3)
     fig.tight_layout()
@@ -402,7 +404,11 @@ def main() -> None:
     ap.add_argument("--work", help="working directory (default: a new one under runs/bench/, removed afterwards)")
     ap.add_argument("--keep", action="store_true", help="keep the corpora and runs")
     ap.add_argument("--out", default=str(REPO / "runs" / "bench" / "larger_than_memory.json"))
+    ap.add_argument("--replot", action="store_true", help="only redraw the figure from the JSON at --out")
     args = ap.parse_args()
+    if args.replot:
+        plot(json.loads(Path(args.out).read_text()), Path(args.out).with_suffix(".png"))
+        return
     sys.path.insert(0, str(REPO / "src"))
     sys.path.insert(0, str(REPO / "bench"))
 
@@ -464,10 +470,12 @@ def main() -> None:
           f"({result['seconds'] / 60:.1f} min)")
     for r in result["runs"]:
         p, t = r["prepare"], r["pretrain"]
+        pretrain = f"pretrain {t['skipped']}" if "skipped" in t else \
+            f"pretrain peak anon {human(t.get('peak_anon_bytes') or 0)} / tree RSS " \
+            f"{human(t['peak_tree_rss_bytes'])} in {t['seconds']:.0f} s (exit {t['exit_code']})"
         print(f"  corpus {human(r['corpus_bytes']):>10} ({r['corpus_over_limit']:g} x limit): prepare peak anon "
               f"{human(p.get('peak_anon_bytes') or 0)} / tree RSS {human(p['peak_tree_rss_bytes'])} in "
-              f"{p['seconds']:.0f} s; pretrain peak anon {human(t.get('peak_anon_bytes') or 0)} / tree RSS "
-              f"{human(t.get('peak_tree_rss_bytes') or 0)} in {t.get('seconds', 0):.0f} s")
+              f"{p['seconds']:.0f} s (exit {p['exit_code']}); {pretrain}")
     if not result["all_ok"]:
         sys.exit(1)
 
