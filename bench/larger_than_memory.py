@@ -357,16 +357,16 @@ def plot(result: dict, path: Path) -> None:
 
     runs = [r for r in result["runs"]]
     x = [r["corpus_bytes"] / MiB for r in runs]
-    fig, ax = plt.subplots(figsize=(7, 4.5))
+    fig, ax = plt.subplots(figsize=(7.5, 5))
     for step, marker in (("prepare", "o"), ("pretrain", "s")):
         pts = [(xi, r[step]) for xi, r in zip(x, runs, strict=True) if r[step].get("exit_code") is not None]
         if not pts:
             continue
         key = "peak_anon_bytes" if pts[0][1].get("peak_anon_bytes") is not None else "peak_tree_rss_bytes"
         ax.plot([p[0] for p in pts], [p[1][key] / MiB for p in pts], marker=marker, label=f"{step}: peak "
-                f"{'anonymous memory (cgroup total_rss)' if key == 'peak_anon_bytes' else 'tree RSS'}")
+                f"{'anon (cgroup total_rss)' if key == 'peak_anon_bytes' else 'tree RSS'}")
         ax.plot([p[0] for p in pts], [p[1]["peak_tree_rss_bytes"] / MiB for p in pts], marker=marker, ls=":",
-                alpha=0.6, label=f"{step}: peak tree RSS (+ shared libraries, mapped Arrow pages: reclaimable)")
+                alpha=0.6, label=f"{step}: peak tree RSS (+ libraries, mapped pages)")
         for xi, rec in pts:
             if not rec["ok"]:
                 ax.annotate("OOM" if rec["oom_killed"] else "failed", (xi, rec.get(key) or 0), color="red")
@@ -382,11 +382,11 @@ def plot(result: dict, path: Path) -> None:
     ax.set_ylabel("peak memory (MiB)")
     ax.set_title("metaxlm data prepare + pretrain, each in a memory cgroup: peak memory against corpus size",
                  fontsize=9)
-    ax.legend(fontsize=7, loc="upper left")
+    ax.legend(fontsize=7, loc="upper center", bbox_to_anchor=(0.5, -0.14), ncol=2)
     ax.grid(alpha=0.3)
     fig.tight_layout()
     tmp = path.with_name(f".{path.name}.tmp")
-    fig.savefig(tmp, dpi=120, format="png")
+    fig.savefig(tmp, dpi=120, format="png", bbox_inches="tight")
     plt.close(fig)
     os.replace(tmp, path)
 
