@@ -209,7 +209,19 @@ def run_limited(cmd: list[str], *, limit: int | None, name: str, log: Path, labe
                                 preexec_fn=group.preexec if group is not None else None)
         watcher = threading.Thread(target=sample, args=(proc.pid,), daemon=True)
         watcher.start()
-        _, status, usage = os.wait4(proc.pid, 0)
+        try:
+            _, status, usage = os.wait4(proc.pid, 0)
+        except BaseException:  # interrupted (Ctrl-C): end the child's tree and remove the cgroup before leaving
+            done.set()
+            for pid in (group.pids() if group is not None else _descendants(proc.pid)):
+                try:
+                    os.kill(pid, signal.SIGKILL)
+                except ProcessLookupError:
+                    pass
+            proc.wait()
+            if group is not None:
+                group.close()
+            raise
         proc.returncode = os.waitstatus_to_exitcode(status)
         done.set()
         watcher.join()
