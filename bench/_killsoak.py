@@ -50,12 +50,13 @@ class Probes:
     def __init__(self, events: Path, pause_at: str | None):
         self.file = open(events, "a", buffering=1, encoding="utf-8")  # noqa: SIM115  (open for the process's life)
         self.counts: dict[str, int] = {}
+        self.began = time.perf_counter()
         kind, _, nth = (pause_at or "").partition(":")
         self.pause = (kind, int(nth or 1)) if kind else None
 
     def __call__(self, kind: str, detail: object = "") -> None:
         self.counts[kind] = self.counts.get(kind, 0) + 1
-        self.file.write(f"{kind} {detail}".rstrip() + "\n")
+        self.file.write(f"{kind} {detail}".rstrip() + f" @{time.perf_counter() - self.began:.3f}\n")
         self.file.flush()
         if self.pause == (kind, self.counts[kind]):
             self.file.write("paused\n")
@@ -206,6 +207,8 @@ class Attempt:
     planned_event_came: bool | None = None
     seconds: float = 0.0
     at: float = 0.0                   # seconds since the soak started
+    progress: list = field(default_factory=list)  # [from, to]: steps trained (pretraining), parts stored (evaluation)
+    first_work: float | None = None   # seconds from launch to the first training step or evaluation part
     stderr_tail: list[str] = field(default_factory=list)
 
 
@@ -263,6 +266,12 @@ def run_attempt(metaxlm_args: list[str], plan: Plan, work: Path, *, timeout: flo
     record.last_event = landed[-1] if landed else None
     if record.killed:
         record.phase = PHASES.get(landed[-1].split(" ", 1)[0], "start-up") if landed else "start-up"
+    steps = [int(e.split()[1]) for e in landed if e.startswith("train ")]
+    stored = [e for e in landed if e.startswith("store ") and not e.startswith("store results.json")]
+    record.progress = [None, max(steps) if steps else None] if "evaluate" not in metaxlm_args[:1] else \
+        [None, len(stored)]
+    work = next((e for e in landed if e.startswith(("train ", "part "))), None)
+    record.first_work = float(work.rsplit("@", 1)[1]) if work else None
     if plan.kind in ("pause", "after"):
         record.planned_event_came = sum(1 for e in landed if e.split(" ", 1)[0] == plan.event) >= plan.nth
     if not record.killed and proc.returncode != 0:
@@ -331,12 +340,14 @@ def resume_point(variant_dir: Path) -> int:
 
 
 def pretrain_soak(config: Path, run_dir: Path, variant: str, *, steps: int, save_every: int, eval_every: int,
-                  kills: int, seed: int, work: Path, timeout: float = 600, say=print) -> dict:
-    """`metaxlm pretrain config output_dir=run_dir` killed `kills` times (as pretrain_schedule says), resumed with
-    --resume each time (without it while no checkpoint exists: nothing to resume from), until it finishes."""
+                  kills: int, seed: int, work: Path, timeout: float = 600, say=print, aims: list[str] | None = None,
+                  after_kill=None) -> dict:
+    """`metaxlm pretrain config output_dir=run_dir` killed `kills` times (aimed as pretrain_schedule says, or as
+    `aims` lists), resumed with --resume each time (without it while no checkpoint exists: nothing to resume from),
+    until it finishes. `after_kill(attempt)`, when given, sees the run directory as each kill left it."""
     rng = random.Random(seed)
     vdir = run_dir / "pretrain" / variant
-    aims = pretrain_schedule(kills, rng)
+    aims = list(aims) if aims is not None else pretrain_schedule(kills, rng)
     attempts: list[Attempt] = []
     start = time.perf_counter()
     while True:
@@ -349,11 +360,14 @@ def pretrain_soak(config: Path, run_dir: Path, variant: str, *, steps: int, save
                                                         rng=rng)
         record = run_attempt(args, plan, work, timeout=timeout, soak_start=start, rng=rng)
         record.plan["resumed_at"] = done
+        record.progress = [done, record.progress[1] if record.progress[1] is not None else done]
         attempts.append(record)
         say(f"  pretrain attempt {len(attempts)}: from step {done}, aim: {plan.aim or 'finish'} -> "
             + (f"killed in {record.phase} ({record.last_event})" if record.killed else f"exit {record.exit_code}"))
+        if record.killed and after_kill is not None:
+            after_kill(record)
         # a run that ended (finished, failed, or finished before the planned event came) ends the soak
-        if not record.killed or len(attempts) > 4 * kills + 10:
+        if not record.killed or len(attempts) > 4 * len(aims) + 10:
             break
     return {"attempts": [asdict(a) for a in attempts], "kills": sum(a.killed for a in attempts),
             "finished": attempts[-1].exit_code == 0, "seconds": round(time.perf_counter() - start, 1)}
@@ -369,15 +383,16 @@ def evaluation_schedule(kills: int, rng: random.Random) -> list[str]:
 
 
 def evaluation_soak(config: Path, *, parts_dir: Path, parts: dict[str, dict], reference_seconds: float, kills: int,
-                    seed: int, work: Path, timeout: float = 600, say=print) -> dict:
+                    seed: int, work: Path, timeout: float = 600, say=print, aims: list[str] | None = None) -> dict:
     """`metaxlm evaluate config` killed `kills` times and run again each time, until it finishes. `parts`: per part
     the evaluation stores (file stem under `parts_dir`), its fine-tuning steps ({"finetune": n}): a kill inside
     fine-tuning is aimed among the steps still to come, and a random one within the time the parts left took the
     uninterrupted run (`reference_seconds` in all)."""
     rng = random.Random(seed)
-    aims = evaluation_schedule(kills, rng)
+    aims = list(aims) if aims is not None else evaluation_schedule(kills, rng)
     attempts: list[Attempt] = []
     start = time.perf_counter()
+    startup = reference_seconds / 2  # until an attempt shows how long start-up takes
     while True:
         left = [p for p in parts if not (parts_dir / f"{p}.json").exists()]
         killed_so_far = sum(a.killed for a in attempts)
@@ -386,18 +401,21 @@ def evaluation_soak(config: Path, *, parts_dir: Path, parts: dict[str, dict], re
         steps_left = sum(parts[p]["finetune"] for p in left)
         if aim == "finetune" and steps_left:
             plan = Plan("pause", "finetune", nth_within(steps_left, kills_left, rng), aim="inside fine-tuning")
-        elif aim is not None:
-            window = max(1.0, reference_seconds * max(1, len(left)) / max(1, len(parts)))
-            plan = Plan("timer", delay=round(rng.uniform(0.5, window), 3), aim="a random moment of the evaluation")
+        elif aim is not None:  # from the first part on, within the time the parts left took the reference
+            window = max(0.5, (reference_seconds - startup) * max(1, len(left)) / max(1, len(parts)))
+            plan = Plan("after", "part", 1, round(rng.uniform(0.0, window), 3), aim="a random moment of the evaluation")
         else:
             plan = Plan()
         record = run_attempt(["evaluate", str(config), "--no-progress"], plan, work, timeout=timeout,
                              soak_start=start, rng=rng)
         record.plan["parts_left"] = len(left)
+        record.progress = [len(parts) - len(left), len(parts) - len(left) + record.progress[1]]
+        if record.first_work is not None:
+            startup = record.first_work
         attempts.append(record)
         say(f"  evaluate attempt {len(attempts)}: {len(left)} parts left, aim: {plan.aim or 'finish'} -> "
             + (f"killed in {record.phase} ({record.last_event})" if record.killed else f"exit {record.exit_code}"))
-        if not record.killed or len(attempts) > 4 * kills + 10:
+        if not record.killed or len(attempts) > 4 * len(aims) + 10:
             break
     return {"attempts": [asdict(a) for a in attempts], "kills": sum(a.killed for a in attempts),
             "finished": attempts[-1].exit_code == 0, "seconds": round(time.perf_counter() - start, 1)}
@@ -516,8 +534,9 @@ def kills_by_phase(soak: dict) -> dict[str, int]:
 
 
 def figure(result: dict, out: Path) -> None:
-    """Per soak, a timeline: each attempt as a bar from its start to its end, coloured by where its kill landed
-    (grey: ran to the end); the title says whether the final state equals the uninterrupted run."""
+    """Per soak, progress against time: each run of the command is a line from where it resumed to how far it got
+    (training steps; stored evaluation parts), ending in a marker coloured by where its SIGKILL landed (grey
+    circle: it ran to the end). The title says whether the end state equals the uninterrupted run."""
     import matplotlib
 
     matplotlib.use("Agg")
@@ -526,28 +545,28 @@ def figure(result: dict, out: Path) -> None:
     soaks = [(name, result[name]) for name in ("pretraining", "evaluation") if name in result]
     phases = sorted({a["phase"] for _, s in soaks for a in s["soak"]["attempts"] if a["killed"]})
     colours = dict(zip(phases, plt.get_cmap("tab10").colors, strict=False))
-    fig, axes = plt.subplots(len(soaks), 1, figsize=(10, 2.6 * len(soaks) + 0.6), squeeze=False)
+    fig, axes = plt.subplots(len(soaks), 1, figsize=(10, 3.2 * len(soaks) + 0.8), squeeze=False)
     for ax, (name, s) in zip(axes[:, 0], soaks, strict=True):
-        attempts = s["soak"]["attempts"]
-        for a in attempts:
-            colour = colours[a["phase"]] if a["killed"] else "0.75"
-            ax.barh(0, a["seconds"], left=a["at"], color=colour, edgecolor="white", height=0.6)
-            if a["killed"]:
-                ax.plot(a["at"] + a["seconds"], 0.38, marker="v", color="black", markersize=5)
+        for a in s["soak"]["attempts"]:
+            begin, end = a["progress"]
+            ax.plot([a["at"], a["at"] + a["seconds"]], [begin, end], color="0.55", linewidth=1)
+            ax.plot(a["at"] + a["seconds"], end, marker="v" if a["killed"] else "o", markersize=7,
+                    color=colours[a["phase"]] if a["killed"] else "0.6", markeredgecolor="black",
+                    markeredgewidth=0.4, linestyle="none")
         ok = s["comparison"]["identical"]
-        ax.set_title(f"{name}: {s['soak']['kills']} SIGKILLs, resumed each time; final state "
+        ax.set_title(f"{name}: {s['soak']['kills']} SIGKILLs, resumed each time; end state "
                      f"{'identical to' if ok else 'DIFFERENT from'} the uninterrupted run", fontsize=10,
                      color="black" if ok else "red")
-        ax.set_yticks([])
-        ax.set_ylim(-0.5, 0.6)
-        ax.set_xlabel("seconds since the soak started (each bar: one run of the command; ▼: SIGKILL)")
-    handles = [plt.Rectangle((0, 0), 1, 1, color=colours[p]) for p in phases] + \
-        [plt.Rectangle((0, 0), 1, 1, color="0.75")]
+        ax.set_ylabel("training step reached" if name == "pretraining" else "evaluation parts stored")
+        ax.set_xlabel("seconds since the soak started (a line: one run of the command, from its resume point)")
+        ax.grid(alpha=0.3)
+    handles = [plt.Line2D([], [], marker="v", color=colours[p], markeredgecolor="black", linestyle="none")
+               for p in phases] + [plt.Line2D([], [], marker="o", color="0.6", linestyle="none")]
     fig.legend(handles, [f"killed in {p}" for p in phases] + ["ran to the end"], loc="lower center",
                ncol=min(4, len(handles)), fontsize=8, frameon=False)
-    fig.tight_layout(rect=(0, 0.08 + 0.04 * (len(handles) > 4), 1, 1))
+    fig.tight_layout(rect=(0, 0.06 + 0.03 * (len(handles) > 4), 1, 1))
     out.parent.mkdir(parents=True, exist_ok=True)
-    tmp = out.with_name(f".{out.name}.tmp.png")
+    tmp = out.with_name(f".{out.stem}.tmp.png")
     fig.savefig(tmp, dpi=110)
     plt.close(fig)
     os.replace(tmp, out)
