@@ -212,6 +212,28 @@ class Attempt:
     stderr_tail: list[str] = field(default_factory=list)
 
 
+class EventTail:
+    """The events file's complete lines, read incrementally (the parent polls it every few milliseconds)."""
+
+    def __init__(self, path: Path):
+        self.path, self.offset, self.partial, self.counts = path, 0, "", {}
+
+    def poll(self) -> dict[str, int]:
+        try:
+            with open(self.path, encoding="utf-8") as f:
+                f.seek(self.offset)
+                chunk = f.read()
+                self.offset = f.tell()
+        except FileNotFoundError:
+            return self.counts
+        lines = (self.partial + chunk).split("\n")
+        self.partial = lines.pop()
+        for line in lines:
+            kind = line.split(" ", 1)[0]
+            self.counts[kind] = self.counts.get(kind, 0) + 1
+        return self.counts
+
+
 def read_events(path: Path) -> list[str]:
     try:
         text = path.read_text(encoding="utf-8")
@@ -239,6 +261,7 @@ def run_attempt(metaxlm_args: list[str], plan: Plan, work: Path, *, timeout: flo
     with open(log, "w") as out:
         proc = subprocess.Popen(cmd, stdout=out, stderr=subprocess.STDOUT, env=child_env())
         kill_at = began + plan.delay if plan.kind == "timer" else None
+        tail = EventTail(events)
         while proc.poll() is None:
             now = time.perf_counter()
             if now - began > timeout:
@@ -247,16 +270,14 @@ def run_attempt(metaxlm_args: list[str], plan: Plan, work: Path, *, timeout: flo
                 raise TimeoutError(f"metaxlm {' '.join(metaxlm_args)} did not end within {timeout:.0f}s "
                                    f"(plan {plan}); its output: {log}")
             if kill_at is None and plan.kind in ("pause", "after"):
-                seen = read_events(events)
                 target = "paused" if plan.kind == "pause" else plan.event
-                count = sum(1 for e in seen if e.split(" ", 1)[0] == target)
-                if count >= (1 if plan.kind == "pause" else plan.nth):
+                if tail.poll().get(target, 0) >= (1 if plan.kind == "pause" else plan.nth):
                     kill_at = now + (plan.delay if plan.kind == "after" else 0.0)
             if kill_at is not None and now >= kill_at:
                 proc.send_signal(signal.SIGKILL)
                 proc.wait()
                 break
-            time.sleep(0.003)
+            time.sleep(0.005)
     record.seconds = round(time.perf_counter() - began, 2)
     record.exit_code = proc.returncode
     record.killed = proc.returncode == -signal.SIGKILL
