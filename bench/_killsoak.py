@@ -37,7 +37,7 @@ PHASES = {
     "start": "start-up", "train": "training step", "eval": "evaluation", "checkpoint": "checkpoint write",
     "checkpoint-half": "checkpoint write", "checkpoint-unpublished": "checkpoint write", "export": "final export",
     "final-heldout": "final export", "summary": "final export",
-    "part": "fine-tuning", "finetune": "fine-tuning", "test": "testing", "retrieval": "probes",
+    "part": "part set-up", "finetune": "fine-tuning", "test": "testing", "retrieval": "probes",
     "alignment": "probes", "store": "storing results",
 }
 
@@ -406,33 +406,38 @@ def evaluation_schedule(kills: int, rng: random.Random) -> list[str]:
 def evaluation_soak(config: Path, *, parts_dir: Path, parts: dict[str, dict], reference_seconds: float, kills: int,
                     seed: int, work: Path, timeout: float = 600, say=print, aims: list[str] | None = None) -> dict:
     """`metaxlm evaluate config` killed `kills` times and run again each time, until it finishes. `parts`: per part
-    the evaluation stores (file stem under `parts_dir`), its fine-tuning steps ({"finetune": n}): a kill inside
-    fine-tuning is aimed among the steps still to come, and a random one within the time the parts left took the
-    uninterrupted run (`reference_seconds` in all)."""
+    the evaluation stores (file stem under `parts_dir`, in the order they are computed), its fine-tuning steps
+    ({"finetune": n}). Each kill picks one of the parts left: inside fine-tuning, a pause at a random step of it; at
+    a random moment, a random delay after it began (within about its share of `reference_seconds`, the
+    uninterrupted run's time)."""
     rng = random.Random(seed)
     aims = list(aims) if aims is not None else evaluation_schedule(kills, rng)
     attempts: list[Attempt] = []
     start = time.perf_counter()
-    startup = reference_seconds / 2  # until an attempt shows how long start-up takes
+    # a random kill comes within this many seconds after its part began (about a part's share of the evaluation)
+    part_seconds = max(0.5, reference_seconds / 2 / max(1, len(parts)))
     while True:
         left = [p for p in parts if not (parts_dir / f"{p}.json").exists()]
         killed_so_far = sum(a.killed for a in attempts)
         aim = aims[killed_so_far] if killed_so_far < len(aims) else None
-        kills_left = len(aims) - killed_so_far
-        steps_left = sum(parts[p]["finetune"] for p in left)
-        if aim == "finetune" and steps_left:
-            plan = Plan("pause", "finetune", nth_within(steps_left, kills_left, rng), aim="inside fine-tuning")
-        elif aim is not None:  # from the first part on, within the time the parts left took the reference
-            window = max(0.5, (reference_seconds - startup) * max(1, len(left)) / max(1, len(parts)))
-            plan = Plan("after", "part", 1, round(rng.uniform(0.0, window), 3), aim="a random moment of the evaluation")
+        # a kill inside a part loses only that part (each is stored when done): aim at a random part among those
+        # left, so the parts before it are stored and the soak moves on
+        tuned = [p for p in left if parts[p]["finetune"]]
+        if aim == "finetune" and tuned:
+            target = rng.choice(tuned)
+            before = sum(parts[p]["finetune"] for p in left[: left.index(target)])
+            plan = Plan("pause", "finetune", before + rng.randint(1, parts[target]["finetune"]),
+                        aim=f"inside fine-tuning ({target})")
+        elif aim is not None and left:
+            target = rng.choice(left)
+            plan = Plan("after", "part", left.index(target) + 1, round(rng.uniform(0.0, part_seconds), 3),
+                        aim=f"a random moment of {target}")
         else:
             plan = Plan()
         record = run_attempt(["evaluate", str(config), "--no-progress"], plan, work, timeout=timeout,
                              soak_start=start, rng=rng)
         record.plan["parts_left"] = len(left)
         record.progress = [len(parts) - len(left), len(parts) - len(left) + record.progress[1]]
-        if record.first_work is not None:
-            startup = record.first_work
         attempts.append(record)
         say(f"  evaluate attempt {len(attempts)}: {len(left)} parts left, aim: {plan.aim or 'finish'} -> "
             + (f"killed in {record.phase} ({record.last_event})" if record.killed else f"exit {record.exit_code}"))

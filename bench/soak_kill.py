@@ -160,8 +160,8 @@ def soak_evaluation(work: Path, model: Path, args, say) -> dict:
 
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--kills", type=int, default=24, help="SIGKILLs of the pretraining run (default 24)")
-    ap.add_argument("--eval-kills", type=int, default=8, help="SIGKILLs of the evaluation run (default 8)")
+    ap.add_argument("--kills", type=int, default=30, help="SIGKILLs of the pretraining run (default 30)")
+    ap.add_argument("--eval-kills", type=int, default=12, help="SIGKILLs of the evaluation run (default 12)")
     ap.add_argument("--seed", type=int, default=0, help="seed of the kill plans (when and where to kill)")
     ap.add_argument("--steps", type=int, default=120, help="pretraining steps (default 120)")
     ap.add_argument("--save-every", type=int, default=4)
