@@ -396,44 +396,53 @@ def pretrain_soak(config: Path, run_dir: Path, variant: str, *, steps: int, save
 
 # -- evaluation soak ----------------------------------------------------------------------------------------------
 
-def evaluation_schedule(kills: int, rng: random.Random) -> list[str]:
-    """Half the kills inside fine-tuning (at least one), the rest at random moments of the evaluation."""
-    aims = ["finetune"] * max(1, math.ceil(kills / 2)) + ["random"] * max(0, kills - math.ceil(kills / 2))
-    rng.shuffle(aims)
-    return aims[:kills] if kills else []
+def evaluation_schedule(parts: dict[str, dict], kills: int) -> list[tuple[str, str]]:
+    """(part, kind) per kill: the kills swept over the parts in the order they are computed, a fine-tuning part
+    weighing twice a probe, so every part is killed in and the soak still moves on (a part is stored once a run
+    gets through it). In a fine-tuning part the kills alternate between a pause at a random step and a random
+    moment; in a probe, a random moment."""
+    weights = {p: 2 if v["finetune"] else 1 for p, v in parts.items()}
+    total = sum(weights.values())
+    schedule, seen = [], {}
+    for i in range(kills):
+        x, upto = (i + 0.5) * total / kills, 0
+        part = next(p for p in parts if (upto := upto + weights[p]) > x)
+        seen[part] = seen.get(part, 0) + 1
+        schedule.append((part, "finetune" if parts[part]["finetune"] and seen[part] % 2 else "random"))
+    return schedule
 
 
 def evaluation_soak(config: Path, *, parts_dir: Path, parts: dict[str, dict], reference_seconds: float, kills: int,
-                    seed: int, work: Path, timeout: float = 600, say=print, aims: list[str] | None = None) -> dict:
-    """`metaxlm evaluate config` killed `kills` times and run again each time, until it finishes. `parts`: per part
-    the evaluation stores (file stem under `parts_dir`, in the order they are computed), its fine-tuning steps
-    ({"finetune": n}). Each kill picks one of the parts left: inside fine-tuning, a pause at a random step of it; at
-    a random moment, a random delay after it began (within about its share of `reference_seconds`, the
-    uninterrupted run's time)."""
+                    seed: int, work: Path, timeout: float = 600, say=print,
+                    aims: list[tuple[str, str]] | None = None) -> dict:
+    """`metaxlm evaluate config` killed `kills` times (aimed as evaluation_schedule says, or as `aims` lists: (part,
+    "finetune" | "random")) and run again each time, until it finishes. `parts`: per part the evaluation stores (file
+    stem under `parts_dir`, in the order they are computed), its fine-tuning steps ({"finetune": n}). "finetune"
+    pauses the child at a random step of the part's fine-tuning; "random" kills it a random delay after the part
+    began (within about the part's share of the uninterrupted run's `reference_seconds`). A part already stored
+    gives its kill to the first part left."""
     rng = random.Random(seed)
-    aims = list(aims) if aims is not None else evaluation_schedule(kills, rng)
+    aims = list(aims) if aims is not None else evaluation_schedule(parts, kills)
+    weights = {p: 2 if v["finetune"] else 1 for p, v in parts.items()}
+    # about half of the uninterrupted run is start-up; the rest is shared by the parts by weight
+    part_seconds = {p: max(0.3, reference_seconds / 2 * w / sum(weights.values())) for p, w in weights.items()}
     attempts: list[Attempt] = []
     start = time.perf_counter()
-    # a random kill comes within this many seconds after its part began (about a part's share of the evaluation)
-    part_seconds = max(0.5, reference_seconds / 2 / max(1, len(parts)))
     while True:
         left = [p for p in parts if not (parts_dir / f"{p}.json").exists()]
         killed_so_far = sum(a.killed for a in attempts)
-        aim = aims[killed_so_far] if killed_so_far < len(aims) else None
-        # a kill inside a part loses only that part (each is stored when done): aim at a random part among those
-        # left, so the parts before it are stored and the soak moves on
-        tuned = [p for p in left if parts[p]["finetune"]]
-        if aim == "finetune" and tuned:
-            target = rng.choice(tuned)
-            before = sum(parts[p]["finetune"] for p in left[: left.index(target)])
-            plan = Plan("pause", "finetune", before + rng.randint(1, parts[target]["finetune"]),
-                        aim=f"inside fine-tuning ({target})")
-        elif aim is not None and left:
-            target = rng.choice(left)
-            plan = Plan("after", "part", left.index(target) + 1, round(rng.uniform(0.0, part_seconds), 3),
-                        aim=f"a random moment of {target}")
-        else:
+        part, kind = aims[killed_so_far] if killed_so_far < len(aims) else (None, None)
+        if part is not None and part not in left:
+            part = left[0] if left else None
+        if part is None:
             plan = Plan()
+        elif kind == "finetune" and parts[part]["finetune"]:
+            before = sum(parts[p]["finetune"] for p in left[: left.index(part)])
+            plan = Plan("pause", "finetune", before + rng.randint(1, parts[part]["finetune"]),
+                        aim=f"inside fine-tuning ({part})")
+        else:
+            plan = Plan("after", "part", left.index(part) + 1, round(rng.uniform(0.0, part_seconds[part]), 3),
+                        aim=f"a random moment of {part}")
         record = run_attempt(["evaluate", str(config), "--no-progress"], plan, work, timeout=timeout,
                              soak_start=start, rng=rng)
         record.plan["parts_left"] = len(left)

@@ -159,7 +159,7 @@ def test_evaluation_killed_in_fine_tuning_ends_with_the_same_results(pretraining
     assert parts["task-toy"] == {"finetune": FINETUNE_STEPS * len(SEEDS)}
     soak = ks.evaluation_soak(tmp_path / "soak.yaml", parts_dir=tmp_path / "soak" / "eval" / "tiny" / "parts",
                               parts=parts, reference_seconds=10.0, kills=2, seed=0, work=tmp_path,
-                              aims=["finetune", "finetune"], timeout=300, say=lambda _: None)
+                              aims=[("task-toy", "finetune"), ("task-toy2", "finetune")], timeout=300, say=lambda _: None)
     attempts = soak["attempts"]
     assert soak["finished"], attempts[-1]["stderr_tail"]
     # both kills paused inside fine-tuning (an event the child reported), so where they landed is not luck
@@ -173,7 +173,8 @@ def test_evaluation_killed_in_fine_tuning_ends_with_the_same_results(pretraining
 
 
 def test_kill_plans_spread_over_the_work_left():
-    """The schedule has every kind of kill and ends with the export; occurrences are drawn among the next ones."""
+    """The pretraining schedule has every kind of kill and ends with the export; occurrences are drawn among the
+    next ones. The evaluation schedule sweeps the parts in order, fine-tuning parts twice as often."""
     aims = ks.pretrain_schedule(24, random.Random(0))
     assert len(aims) == 24 and aims[-1] == "export"
     assert {"checkpoint-half", "checkpoint-unpublished", "eval", "random", "startup"} <= set(aims)
@@ -181,3 +182,9 @@ def test_kill_plans_spread_over_the_work_left():
     rng = random.Random(1)
     assert all(1 <= ks.nth_within(40, 10, rng) <= 8 for _ in range(200))
     assert ks.nth_within(0, 3, rng) == 1
+    parts = {"task-a": {"finetune": 10}, "task-b": {"finetune": 10}, "retrieval-r": {"finetune": 0},
+             "alignment-w": {"finetune": 0}}
+    schedule = ks.evaluation_schedule(parts, 12)
+    assert [p for p, _ in schedule] == ["task-a"] * 4 + ["task-b"] * 4 + ["retrieval-r"] * 2 + ["alignment-w"] * 2
+    assert [k for p, k in schedule if p == "task-a"] == ["finetune", "random"] * 2
+    assert {k for p, k in schedule if not p.startswith("task-")} == {"random"}
