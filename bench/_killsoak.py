@@ -400,7 +400,7 @@ def evaluation_schedule(parts: dict[str, dict], kills: int) -> list[tuple[str, s
     """(part, kind) per kill: the kills swept over the parts in the order they are computed, a fine-tuning part
     weighing twice a probe, so every part is killed in and the soak still moves on (a part is stored once a run
     gets through it). In a fine-tuning part the kills alternate between a pause at a random step and a random
-    moment; in a probe, a random moment."""
+    moment (a random delay after a random step began); in a probe, a random moment after it began."""
     weights = {p: 2 if v["finetune"] else 1 for p, v in parts.items()}
     total = sum(weights.values())
     schedule, seen = [], {}
@@ -418,34 +418,39 @@ def evaluation_soak(config: Path, *, parts_dir: Path, parts: dict[str, dict], re
     """`metaxlm evaluate config` killed `kills` times (aimed as evaluation_schedule says, or as `aims` lists: (part,
     "finetune" | "random")) and run again each time, until it finishes. `parts`: per part the evaluation stores (file
     stem under `parts_dir`, in the order they are computed), its fine-tuning steps ({"finetune": n}). "finetune"
-    pauses the child at a random step of the part's fine-tuning; "random" kills it a random delay after the part
-    began (within about the part's share of the uninterrupted run's `reference_seconds`). A part already stored
-    gives its kill to the first part left."""
+    pauses the child at a random step of the part's fine-tuning; "random" kills it 0-0.25 s after a random step of
+    it began (a probe: 0-0.25 s after the part began), wherever it then is. When a kill's part is already stored
+    (an earlier kill came late), the kills left are swept again over the parts left. `reference_seconds`: the
+    uninterrupted run's time, recorded with each plan."""
     rng = random.Random(seed)
     aims = list(aims) if aims is not None else evaluation_schedule(parts, kills)
-    weights = {p: 2 if v["finetune"] else 1 for p, v in parts.items()}
-    # about half of the uninterrupted run is start-up; the rest is shared by the parts by weight
-    part_seconds = {p: max(0.3, reference_seconds / 2 * w / sum(weights.values())) for p, w in weights.items()}
     attempts: list[Attempt] = []
     start = time.perf_counter()
     while True:
         left = [p for p in parts if not (parts_dir / f"{p}.json").exists()]
         killed_so_far = sum(a.killed for a in attempts)
         part, kind = aims[killed_so_far] if killed_so_far < len(aims) else (None, None)
-        if part is not None and part not in left:
-            part = left[0] if left else None
+        if part is not None and part not in left and left:
+            aims[killed_so_far:] = evaluation_schedule({p: parts[p] for p in left}, len(aims) - killed_so_far)
+            part, kind = aims[killed_so_far]
+        elif part is not None and part not in left:
+            part = None
         if part is None:
             plan = Plan()
         elif kind == "finetune" and parts[part]["finetune"]:
             before = sum(parts[p]["finetune"] for p in left[: left.index(part)])
             plan = Plan("pause", "finetune", before + rng.randint(1, parts[part]["finetune"]),
                         aim=f"inside fine-tuning ({part})")
+        elif parts[part]["finetune"]:
+            before = sum(parts[p]["finetune"] for p in left[: left.index(part)])
+            plan = Plan("after", "finetune", before + rng.randint(1, parts[part]["finetune"]),
+                        round(rng.uniform(0.0, 0.25), 3), aim=f"a random moment of {part}")
         else:
-            plan = Plan("after", "part", left.index(part) + 1, round(rng.uniform(0.0, part_seconds[part]), 3),
+            plan = Plan("after", "part", left.index(part) + 1, round(rng.uniform(0.0, 0.25), 3),
                         aim=f"a random moment of {part}")
         record = run_attempt(["evaluate", str(config), "--no-progress"], plan, work, timeout=timeout,
                              soak_start=start, rng=rng)
-        record.plan["parts_left"] = len(left)
+        record.plan["parts_left"], record.plan["reference_seconds"] = len(left), reference_seconds
         record.progress = [len(parts) - len(left), len(parts) - len(left) + record.progress[1]]
         attempts.append(record)
         say(f"  evaluate attempt {len(attempts)}: {len(left)} parts left, aim: {plan.aim or 'finish'} -> "
