@@ -584,7 +584,8 @@ def figure(result: dict, out: Path) -> None:
 
     soaks = [(name, result[name]) for name in ("pretraining", "evaluation") if name in result]
     phases = sorted({a["phase"] for _, s in soaks for a in s["soak"]["attempts"] if a["killed"]})
-    colours = dict(zip(phases, plt.get_cmap("tab10").colors, strict=False))
+    palette = [c for i, c in enumerate(plt.get_cmap("tab10").colors) if i != 7]  # grey is for "ran to the end"
+    colours = dict(zip(phases, palette, strict=False))
     fig, axes = plt.subplots(len(soaks), 1, figsize=(10, 3.2 * len(soaks) + 0.8), squeeze=False)
     for ax, (name, s) in zip(axes[:, 0], soaks, strict=True):
         for a in s["soak"]["attempts"]:
