@@ -114,12 +114,19 @@ def stage_stats(cfg: RunConfig, progress: bool = True) -> dict:
     return stats
 
 
+def _finished(cfg: RunConfig, name: str) -> bool:
+    """A variant is done only when its summary.json (written after final/) says so: a run killed after its last
+    checkpoint but before the export has every step and no final model yet."""
+    out = RunDir.of(cfg).variant(name)
+    return out.summary.exists() and json.loads(out.summary.read_text())["steps"] == cfg.train_for(name).steps
+
+
 def _steps_done(cfg: RunConfig, name: str) -> int:
     """Pretraining steps a variant already has: all when it finished, else its latest checkpoint's step."""
     from metaxlm.pretrain.checkpoint import latest_checkpoint
 
     out = RunDir.of(cfg).variant(name)
-    if out.summary.exists() and json.loads(out.summary.read_text())["steps"] == cfg.train_for(name).steps:
+    if _finished(cfg, name):
         return cfg.train_for(name).steps
     latest = latest_checkpoint(out.ckpt)
     return int(latest.name.removeprefix("step_")) if latest is not None else 0
@@ -137,7 +144,7 @@ def stage_pretrain(cfg: RunConfig, progress: bool = True, clock: RunClock | None
     for name in order:
         steps = cfg.train_for(name).steps
         start = time.perf_counter()
-        if done[name] == steps:
+        if _finished(cfg, name):
             print(f"pretrain {name}: already done ({RunDir.of(cfg).variant(name).root})")
         else:
             run_pretrain(cfg, name, resume=done[name] > 0, progress=progress)

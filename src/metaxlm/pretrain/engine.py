@@ -34,7 +34,14 @@ from metaxlm.compute.optim import adamw
 from metaxlm.compute.precision import model_matmul_shapes, training_accelerator
 from metaxlm.config import TrainConfig
 from metaxlm.errors import MetaXLMError
-from metaxlm.io import atomic_dir, atomic_write_json, atomic_write_text
+from metaxlm.io import (
+    append_line,
+    atomic_dir,
+    atomic_write_json,
+    atomic_write_text,
+    disk_full_guard,
+    jsonl_lines,
+)
 from metaxlm.models.arch import arch_of
 from metaxlm.pretrain.batches import BATCH_SOURCES, fixed_eval_batches
 from metaxlm.pretrain.checkpoint import latest_checkpoint, load_checkpoint, save_checkpoint
@@ -108,8 +115,6 @@ class RunLog:
     is dropped on resume: readers only ever see whole JSON lines."""
 
     def __init__(self, layout: VariantDir, *, main: bool, start: int, resume: bool):
-        from metaxlm.io import disk_full_guard, jsonl_lines
-
         self.path, self.tensorboard, self.main, self.writer = layout.metrics, layout.tensorboard, main, None
         if not main:
             return
@@ -125,8 +130,6 @@ class RunLog:
             self.writer = SummaryWriter(str(self.tensorboard), purge_step=start or None)
 
     def __call__(self, record: dict) -> None:
-        from metaxlm.io import append_line, disk_full_guard
-
         if not self.main:
             return
         append_line(self.path, json.dumps(record), what="the metrics log")
@@ -138,11 +141,18 @@ class RunLog:
                         self.writer.add_scalar(k, v, record["step"])
 
     def close(self) -> None:
-        from metaxlm.io import disk_full_guard
-
         if self.writer is not None:
             with disk_full_guard(self.tensorboard, what="the TensorBoard log"):
                 self.writer.close()
+
+
+def last_logged(metrics: Path, step: int) -> dict:
+    """The training line of `step` in metrics.jsonl ({} if none): what a run resumed at its last step reports as
+    `last`, since its loop does not run."""
+    if not metrics.exists():
+        return {}
+    records = [json.loads(ln) for ln in jsonl_lines(metrics)]
+    return next((r for r in reversed(records) if r.get("step") == step and "loss" in r), {})
 
 
 def pretrain(*, model, tokenizer, train_data: dict, heldout_data: dict, cfg: TrainConfig, alpha: float, seed: int,
@@ -325,6 +335,8 @@ def pretrain(*, model, tokenizer, train_data: dict, heldout_data: dict, cfg: Tra
                                 keep=cfg.keep_checkpoints)
             acc.wait_for_everyone()
     bar.close()
+    if not last and start and acc.is_main_process:  # resumed at the last step: its logged line is the last one
+        last = last_logged(layout.metrics, start)
 
     # -- the final model -------------------------------------------------------------------------------------------
     heldout = {}
