@@ -116,7 +116,7 @@ def fault(config: Path, run: Path, sig: signal.Signals, env: dict, victim: int =
 def same_optimizer(a: Path, b: Path) -> bool:
     import torch
 
-    sa, sb = torch.load(a, weights_only=False)["state"], torch.load(b, weights_only=False)["state"]
+    sa, sb = torch.load(a, weights_only=True)["state"], torch.load(b, weights_only=True)["state"]
     return sa.keys() == sb.keys() and all(torch.equal(torch.as_tensor(v), torch.as_tensor(sb[p][k]))
                                           for p, st in sa.items() for k, v in st.items())
 

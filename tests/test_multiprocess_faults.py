@@ -135,8 +135,8 @@ def test_sigkill_of_one_process_stops_the_other_and_resume_equals_uninterrupted(
     assert resumed.returncode == 0, resumed.stderr[-3000:]
     assert_runs_identical(root / "ref" / "pretrain" / "xlm", root / "killed" / "pretrain" / "xlm", STEPS,
                           files=("model.safetensors",))
-    a = torch.load(root / "ref" / "pretrain" / "xlm" / "ckpt" / f"step_{STEPS:08d}" / "optimizer.pt")
-    b = torch.load(ckpt / f"step_{STEPS:08d}" / "optimizer.pt")
+    a = torch.load(root / "ref" / "pretrain" / "xlm" / "ckpt" / f"step_{STEPS:08d}" / "optimizer.pt", weights_only=True)
+    b = torch.load(ckpt / f"step_{STEPS:08d}" / "optimizer.pt", weights_only=True)
     for p, state in a["state"].items():
         for k, v in state.items():
             assert torch.equal(torch.as_tensor(v), torch.as_tensor(b["state"][p][k])), (p, k)
