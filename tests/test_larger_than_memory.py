@@ -1,21 +1,26 @@
 """Larger than memory (issue 13), at test scale: `prepare` runs in a real memory cgroup whose headroom above the
-process tree's own start-up footprint is a fraction of the corpus, and finishes without being OOM-killed; the
-pieces that keep memory bounded (token counts read in Arrow batches, the stream's int32 order) are checked on their
-degenerate cases. The full measurement (corpora up to 4x the limit, prepare + pretrain) is
+process tree's own start-up footprint is a fraction of the corpus, and finishes without being OOM-killed; a
+pretraining stream's anonymous memory hardly grows with the number of texts; the pieces that keep memory bounded
+(token counts read in Arrow batches, the stream's int32 order in a file mapping, large record batches) are checked
+on their degenerate cases and keep the data and the batch order bit-identical. The full measurement (corpora up to 4x the limit, prepare + pretrain) is
 bench/larger_than_memory.py, whose cgroup code this test runs."""
 
 import importlib.util
+import os
+import subprocess
 import sys
 import textwrap
 from pathlib import Path
 
 import datasets
 import numpy as np
+import pyarrow as pa
 import pytest
 
 from metaxlm.config import CorpusSpec, PrepareConfig
-from metaxlm.data.prepare import column_sum, prepare_corpora
-from metaxlm.pretrain.batches.streams import ShuffledOrder, permutation
+from metaxlm.data.prepare import RECORD_BATCH_ROWS, column_sum, prepare_corpora, save_shards
+from metaxlm.pretrain.batches import streams
+from metaxlm.pretrain.batches.streams import ShuffledOrder, TextStream, permutation
 
 BENCH = Path(__file__).resolve().parents[1] / "bench" / "larger_than_memory.py"
 _spec = importlib.util.spec_from_file_location("larger_than_memory_bench", BENCH)
@@ -86,6 +91,46 @@ def test_run_limited_reports_an_oom_kill_as_a_failure(tmp_path):
     assert not Path(bench.CGROUP_ROOT, f"metaxlm-test-oom-{__import__('os').getpid()}").exists()  # removed
 
 
+# -- the property: a pretraining stream's memory against the number of texts ---------------------------------------
+
+STREAM = textwrap.dedent("""
+    import sys
+    import datasets
+    from metaxlm.pretrain.batches import streams
+    streams.SPILL_MIN_ROWS = int(sys.argv[2])
+    def anon():
+        return next(int(line.split()[1]) * 1024 for line in open("/proc/self/status") if line.startswith("RssAnon"))
+    before = anon()
+    stream = streams.TextStream(datasets.load_from_disk(sys.argv[1]), "en", seed=0)
+    stream.next_text()  # builds the epoch order
+    print(anon() - before)
+""")
+
+
+def _one_token_texts(path: Path, n: int, save=save_shards) -> None:
+    """n one-token texts, saved the way prepare saves them: the fixed cost per text, and nothing else."""
+    ids = pa.ListArray.from_arrays(pa.array(np.arange(n + 1, dtype=np.int32)), pa.array(np.full(n, 7, np.int32)))
+    save(datasets.Dataset(pa.table({"input_ids": ids, "length": pa.array(np.ones(n, np.int32))})), path)
+
+
+def test_stream_memory_hardly_grows_with_the_number_of_texts(tmp_path):
+    """Anonymous memory (RssAnon: what a memory limit cannot reclaim) that a TextStream adds, from load_from_disk to
+    its first text, in a fresh process, for 0.5 M and 2 M texts. It was 7.5 bytes a text (an int32 order on the
+    heap, and per-record-batch metadata at 1,000 rows a batch); now the order is a file mapping and record batches
+    hold 10,000 rows: ~0.3 bytes a text. Both sizes are above the spill threshold here (as any corpus of 1 M texts
+    or more is by default)."""
+    datasets.disable_progress_bars()
+    grown = {}
+    for n in (500_000, 2_000_000):
+        _one_token_texts(tmp_path / str(n), n)
+        out = subprocess.run([sys.executable, "-c", STREAM, str(tmp_path / str(n)), "400000"], capture_output=True,
+                             text=True, env={**os.environ, "OMP_NUM_THREADS": "1"})
+        assert out.returncode == 0, out.stderr[-2000:]
+        grown[n] = int(out.stdout.split()[-1])
+    per_text = (grown[2_000_000] - grown[500_000]) / 1_500_000
+    assert per_text < 1.0, (grown, per_text)
+
+
 # -- token counts in Arrow batches ----------------------------------------------------------------------------------
 
 @pytest.mark.parametrize("lengths", [[], [7], [3, 0, 5, 9], list(range(1000))])
@@ -141,6 +186,82 @@ def test_shuffled_order_keeps_one_int32_order_and_resumes():
     assert [again.next_index() for _ in range(1000)] == first[1500:2500]
     one = ShuffledOrder(1, "en", seed=0)
     assert [one.next_index() for _ in range(3)] == [0, 0, 0]
+
+
+def _mappings(directory: Path) -> list[str]:
+    return [line for line in Path("/proc/self/maps").read_text().splitlines() if str(directory) in line]
+
+
+@pytest.mark.parametrize("n", [1, 2, 17, 100_003, 1_048_577])
+def test_order_in_a_file_mapping_is_the_same_permutation(n, tmp_path):
+    """Above the spill threshold the order lives in an unlinked file beside the data, mapped, and is filled and
+    shuffled in place: the values must still be rng.permutation(n)'s, in the same order (batches bit-identical to
+    earlier runs). Nothing is left in the directory; the mapping goes with the array."""
+    for epoch in (0, 3):
+        want = np.random.default_rng([99, epoch]).permutation(n)
+        got = permutation(np.random.default_rng([99, epoch]), n, str(tmp_path), spill_min_rows=1)
+        assert got.dtype == np.int32 and np.array_equal(got, want)
+        assert not got.flags.owndata and any("(deleted)" in m for m in _mappings(tmp_path))
+        assert list(tmp_path.iterdir()) == []
+        del got
+    assert _mappings(tmp_path) == []
+
+
+def test_order_falls_back_to_the_temp_dir_then_to_memory(tmp_path, monkeypatch):
+    want = np.random.default_rng([1, 0]).permutation(5000)
+    nowhere = tmp_path / "missing"  # not a directory: the default temp dir takes the file
+    got = permutation(np.random.default_rng([1, 0]), 5000, str(nowhere), spill_min_rows=1)
+    assert np.array_equal(got, want) and not got.flags.owndata and not nowhere.exists()
+    monkeypatch.setattr(streams.tempfile, "TemporaryFile", lambda **kw: (_ for _ in ()).throw(OSError(28, "full")))
+    got = permutation(np.random.default_rng([1, 0]), 5000, str(tmp_path), spill_min_rows=1)
+    assert np.array_equal(got, want) and got.flags.owndata  # no room anywhere: the order on the heap, same values
+    assert permutation(np.random.default_rng([1, 0]), 0, str(tmp_path), spill_min_rows=0).size == 0
+
+
+def test_a_spilled_stream_reads_the_same_texts_and_resumes(tmp_path, monkeypatch):
+    """TextStream over a saved dataset: the same texts, epoch after epoch, with the order in memory (the default
+    for small corpora) and in a file beside the data; a resumed stream continues where the first one was."""
+    lengths = np.arange(1, 1001) % 13
+    ids = pa.ListArray.from_arrays(pa.array(np.concatenate([[0], np.cumsum(lengths)]).astype(np.int32)),
+                                   pa.array(np.arange(lengths.sum(), dtype=np.int32)))
+    save_shards(datasets.Dataset(pa.table({"input_ids": ids, "length": pa.array(lengths.astype(np.int32))})),
+                tmp_path / "en", rows_per_batch=300)
+    ds = datasets.load_from_disk(str(tmp_path / "en"))
+    heap = TextStream(ds, "en", seed=4)
+    want = [heap.next_text() for _ in range(2500)]
+    assert heap.order._order[1].flags.owndata
+    monkeypatch.setattr(streams, "SPILL_MIN_ROWS", 100)
+    mapped = TextStream(ds, "en", seed=4)
+    assert [mapped.next_text() for _ in range(2500)] == want
+    assert not mapped.order._order[1].flags.owndata and _mappings(tmp_path / "en")
+    again = TextStream(ds, "en", seed=4)
+    again.load_state_dict({"epoch": 1, "pos": 200, "leftover": []})
+    assert [again.next_text() for _ in range(1300)] == want[1200:]
+
+
+# -- large record batches --------------------------------------------------------------------------------------------
+
+def test_saved_shards_have_the_same_rows_in_fewer_record_batches(tmp_path):
+    """save_shards writes what save_to_disk writes (same rows, same order, same schema and shards' row counts),
+    in record batches of RECORD_BATCH_ROWS rows instead of 1,000, and leaves datasets' setting as it was."""
+    datasets.disable_progress_bars()
+    n = 2 * RECORD_BATCH_ROWS + 4321
+    lengths = np.arange(n) % 7
+    ids = pa.ListArray.from_arrays(pa.array(np.concatenate([[0], np.cumsum(lengths)]).astype(np.int32)),
+                                   pa.array((np.arange(lengths.sum()) % 1000).astype(np.int32)))
+    ds = datasets.Dataset(pa.table({"input_ids": ids, "length": pa.array(lengths.astype(np.int32))}))
+    ds.save_to_disk(str(tmp_path / "old"))
+    save_shards(ds, tmp_path / "new")
+    save_shards(ds, tmp_path / "new-shards", max_shard_size="100KB")
+    assert datasets.config.DEFAULT_MAX_BATCH_SIZE == 1000
+    old, new = (datasets.load_from_disk(str(tmp_path / d)) for d in ("old", "new"))
+    shards = datasets.load_from_disk(str(tmp_path / "new-shards"))
+    assert old.data.table.num_columns == 2 and old.features == new.features == shards.features
+    assert new.data.table.equals(old.data.table) and shards.data.table.equals(old.data.table)
+    assert old.data.column("input_ids").num_chunks == -(-n // 1000)
+    assert new.data.column("input_ids").num_chunks == -(-n // RECORD_BATCH_ROWS)
+    assert len(shards.cache_files) > 1
+    assert all(len(c) <= RECORD_BATCH_ROWS for c in shards.data.column("input_ids").chunks)
 
 
 # -- the bench's corpus generator ----------------------------------------------------------------------------------

@@ -1,7 +1,8 @@
 """`metaxlm data prepare`: tokenize corpora into sharded Arrow datasets, one per language / pair.
 
 Streaming throughout: a worker reads its corpus line by line and writes Arrow record batches of
-`writer_batch_size` rows, so a corpus larger than RAM passes through in bounded memory.
+`writer_batch_size` rows, so a corpus larger than RAM passes through in bounded memory. The saved datasets are
+written in record batches of RECORD_BATCH_ROWS rows (`save_shards`).
 
 Parallelism: one pool of `num_proc` processes, started once. Every corpus is split into `num_proc`
 parts (part w = texts i with i % num_proc == w: tokenization is the costly part, reading is cheap),
@@ -40,6 +41,12 @@ SCHEMAS = {
 }
 
 
+# Rows per Arrow record batch in the saved datasets. Whoever opens one keeps a few KiB of metadata per record
+# batch (`load_from_disk`, plus the stream's column views): at datasets' default of 1,000 rows that is ~4 bytes a
+# text for the whole run; at 10,000, ~0.4. Writing one batch copies at most this many rows (datasets caps it
+# further by bytes, ~100 MB a batch).
+RECORD_BATCH_ROWS = 10_000
+
 TokenizerLoader = Callable[[str], Any]  # tokenizer dir -> an HF tokenizer; module-level (workers unpickle it)
 
 
@@ -73,6 +80,20 @@ def column_sum(ds, column: str, batch_size: int = 100_000) -> int:
     for batch in ds.with_format("arrow").iter(batch_size=batch_size):
         total += pc.sum(batch[column]).as_py() or 0  # None for an empty batch
     return int(total)
+
+
+def save_shards(ds, dest: str | Path, max_shard_size=None, rows_per_batch: int = RECORD_BATCH_ROWS) -> None:
+    """`ds.save_to_disk(dest, max_shard_size=...)` with record batches of `rows_per_batch` rows: the same rows in
+    the same order, fewer record batches. `save_to_disk` takes no batch size: it reads datasets'
+    `config.DEFAULT_MAX_BATCH_SIZE` (1,000), which is set for the call and restored."""
+    from datasets import config
+
+    saved = config.DEFAULT_MAX_BATCH_SIZE
+    config.DEFAULT_MAX_BATCH_SIZE = rows_per_batch
+    try:
+        ds.save_to_disk(str(dest), max_shard_size=max_shard_size)
+    finally:
+        config.DEFAULT_MAX_BATCH_SIZE = saved
 
 
 def _batched(items, size):
@@ -163,11 +184,11 @@ def prepare_corpora(mono: dict[str, CorpusSpec], parallel: dict[str, ParallelSpe
             heldout = cfg.heldout_texts if kind == "mono" and len(ds) > 2 * cfg.heldout_texts else 0
             if heldout:  # the last texts (corpora are usually shuffled already) are never trained on
                 with writing(f"heldout/{key}"):
-                    ds.select(range(len(ds) - heldout, len(ds))).save_to_disk(str(Path(tmp) / "heldout" / key))
+                    save_shards(ds.select(range(len(ds) - heldout, len(ds))), Path(tmp) / "heldout" / key)
                 ds = ds.select(range(len(ds) - heldout))
             dest = Path(tmp) / kind / key
             with writing(f"{kind}/{key}"):
-                ds.save_to_disk(str(dest), max_shard_size=cfg.max_shard_size)
+                save_shards(ds, dest, cfg.max_shard_size)
             first = results[(kind, key, 0)]  # every part reads every line, so part 0 saw every bad one
             meta[kind][key] = {
                 "examples": len(ds), "heldout_examples": heldout,

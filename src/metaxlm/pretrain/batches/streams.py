@@ -3,6 +3,9 @@ texts (monolingual) or pairs (parallel), one stream per language / language pair
 
 from __future__ import annotations
 
+import mmap
+import os
+import tempfile
 from pathlib import Path
 
 import numpy as np
@@ -15,10 +18,19 @@ def _lang_seed(seed: int, key: str) -> int:
     return seed * 1_000_003 + sum((i + 1) * ord(c) for i, c in enumerate(key))
 
 
+# From this many rows on, an epoch order lives in a file mapping, not on the heap (see `permutation`).
+SPILL_MIN_ROWS = 1_000_000
+
+
+def data_dir(dataset) -> str | None:
+    """The directory of a dataset's Arrow files (None for an in-memory dataset)."""
+    files = getattr(dataset, "cache_files", None) or []
+    return str(Path(files[0]["filename"]).parent) if files else None
+
+
 def dataset_path(dataset, key: str) -> str:
     """Where a prepared dataset lives, for error messages (its first Arrow file's directory)."""
-    files = getattr(dataset, "cache_files", None) or []
-    return str(Path(files[0]["filename"]).parent) if files else f"<prepared data {key}>"
+    return data_dir(dataset) or f"<prepared data {key}>"
 
 
 class _ListColumn:
@@ -71,19 +83,52 @@ class IdColumn:
         return np.array([len(x) for x in self.ds[self.column]], dtype=np.int64)
 
 
-def permutation(rng: np.random.Generator, n: int) -> np.ndarray:
+def _mapped_zeros(n: int, dtype, spill_dir: str | None) -> np.ndarray | None:
+    """A writable array of n zeros in an anonymous file mapping: an unlinked temporary file in `spill_dir`, else in
+    the default temp dir; None when neither has room. Its pages are page cache, which the kernel can write back and
+    drop under a memory limit; anonymous memory it cannot drop. The file has no name (nothing is left behind, even
+    after SIGKILL) and goes when the array does. The space is allocated up front: a mapping over a sparse file
+    would die of SIGBUS on a full disk."""
+    nbytes = n * np.dtype(dtype).itemsize
+    for where in dict.fromkeys([spill_dir, None]):
+        try:
+            with tempfile.TemporaryFile(dir=where, prefix="metaxlm-order-") as f:
+                os.posix_fallocate(f.fileno(), 0, nbytes)
+                buf = mmap.mmap(f.fileno(), nbytes)  # keeps its own descriptor: the file can close
+            return np.frombuffer(buf, dtype=dtype)  # a plain ndarray (np.memmap takes a ~100x slower shuffle path)
+        except (OSError, ValueError):
+            continue
+    return None
+
+
+def permutation(rng: np.random.Generator, n: int, spill_dir: str | None = None,
+                spill_min_rows: int | None = None) -> np.ndarray:
     """`rng.permutation(n)`, the same values in the same order, held as int32 when n fits: the order is the one
-    thing a stream keeps per row of a corpus (4 bytes a text instead of 8; the rows themselves stay memory-mapped)."""
-    order = np.arange(n, dtype=np.int32 if n < 2**31 else np.int64)
-    rng.shuffle(order)  # what Generator.permutation(int) does, on an int64 arange
+    thing a stream keeps per row of a corpus (4 bytes a text instead of 8; the rows themselves stay memory-mapped).
+    From `spill_min_rows` rows on (default SPILL_MIN_ROWS) the order is a file mapping beside the data
+    (`_mapped_zeros`), filled and shuffled in place by the same `rng.shuffle`: the same values, off the heap."""
+    dtype = np.int32 if n < 2**31 else np.int64
+    order = None
+    if n >= (SPILL_MIN_ROWS if spill_min_rows is None else spill_min_rows):
+        order = _mapped_zeros(n, dtype, spill_dir)
+    if order is None:
+        order = np.arange(n, dtype=dtype)
+    else:
+        step = 1 << 16  # the arange in small slices, written in place: no full-size array, and no large temporary
+        base = np.arange(step, dtype=dtype)  # that malloc would keep on the heap after it is freed
+        for lo in range(0, n, step):
+            hi = min(n, lo + step)
+            np.add(base[:hi - lo], lo, out=order[lo:hi])
+    rng.shuffle(order)  # what Generator.permutation(int) does, on an int64 arange; in place
     return order
 
 
 class ShuffledOrder:
-    """An endless order over n rows: a fresh seeded permutation every epoch. State: (epoch, pos)."""
+    """An endless order over n rows: a fresh seeded permutation every epoch. State: (epoch, pos). A large order
+    lives in a file mapping in `spill_dir` (the data's directory; see `permutation`)."""
 
-    def __init__(self, n: int, key: str, seed: int):
-        self.n, self.key, self.seed = n, key, seed
+    def __init__(self, n: int, key: str, seed: int, spill_dir: str | None = None):
+        self.n, self.key, self.seed, self.spill_dir = n, key, seed, spill_dir
         self.epoch, self.pos = 0, 0
         self._order = None
 
@@ -91,7 +136,7 @@ class ShuffledOrder:
         if self._order is None or self._order[0] != self.epoch:
             rng = np.random.default_rng([_lang_seed(self.seed, self.key), self.epoch])
             self._order = None  # the old epoch's order goes before the new one is made: one order in memory
-            self._order = (self.epoch, permutation(rng, self.n))
+            self._order = (self.epoch, permutation(rng, self.n, self.spill_dir))
         return self._order[1]
 
     def next_index(self) -> int:
@@ -108,7 +153,7 @@ class TextStream:
 
     def __init__(self, dataset, key: str, seed: int, column: str = "input_ids"):
         self.ds, self.key, self.seed, self.column = dataset, key, seed, column
-        self.order = ShuffledOrder(len(dataset), key, seed)
+        self.order = ShuffledOrder(len(dataset), key, seed, data_dir(dataset))
         self.ids = IdColumn(dataset, column)
         self.leftover: list[int] = []
 
@@ -136,7 +181,7 @@ class PairStream:
     def __init__(self, dataset, key: str, seed: int):
         self.ds, self.key = dataset, key
         self.src, self.tgt = IdColumn(dataset, "src_ids"), IdColumn(dataset, "tgt_ids")
-        self.order = ShuffledOrder(len(dataset), key, seed)
+        self.order = ShuffledOrder(len(dataset), key, seed, data_dir(dataset))
         self.usable = int(((self.src.lengths() > 0) & (self.tgt.lengths() > 0)).sum())
         if not self.usable:
             raise DataError(dataset_path(dataset, key), None,
