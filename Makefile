@@ -54,7 +54,7 @@ bench: setup $(BENCH_STAMP) $(LARGE_CORPORA)
 	$(BIN)/python bench/run_all.py
 
 # The reliability soak (README "Reliability"): random SIGKILLs, real full disks (tmpfs), fuzzed inputs, corpora
-# larger than a cgroup memory limit, a killed process of two. About an hour; the tmpfs and cgroup parts need root.
+# larger than a cgroup memory limit, a killed process of two. About 70 minutes; the tmpfs and cgroup parts need root.
 soak: setup
 	$(BIN)/python bench/run_all.py --soak
 
