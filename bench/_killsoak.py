@@ -552,19 +552,6 @@ def compare_results(reference: Path, run: Path) -> dict:
 
 # -- the JSON and the figure ---------------------------------------------------------------------------------------
 
-def machine() -> dict:
-    import platform
-
-    import torch
-
-    cpu = platform.processor()
-    if Path("/proc/cpuinfo").exists():
-        cpu = next((ln.split(":", 1)[1].strip() for ln in Path("/proc/cpuinfo").read_text().splitlines()
-                    if ln.startswith("model name")), cpu)
-    return {"cpu": cpu, "cores": len(os.sched_getaffinity(0)), "torch": torch.__version__,
-            "python": platform.python_version(), "kernel": platform.release()}
-
-
 def kills_by_phase(soak: dict) -> dict[str, int]:
     counts: dict[str, int] = {}
     for a in soak["attempts"]:

@@ -280,12 +280,12 @@ def build_template(work: Path) -> tuple[Path, Path]:
 
 
 def machine() -> dict:
+    """What a bench JSON records of the machine (the benches of issue 13 share it)."""
     import torch
 
-    cpu = next((ln.split(":", 1)[1].strip() for ln in Path("/proc/cpuinfo").read_text().splitlines()
-                if ln.startswith("model name")), platform.processor()) if Path("/proc/cpuinfo").exists() else \
-        platform.processor()
-    return {"cpu": cpu, "cores": len(os.sched_getaffinity(0)), "torch": torch.__version__,
+    from metaxlm.compute.precision import cpu_model
+
+    return {"cpu": cpu_model(), "cores": len(os.sched_getaffinity(0)), "torch": torch.__version__,
             "python": platform.python_version(), "kernel": platform.release()}
 
 

@@ -32,6 +32,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 import _killsoak as ks  # noqa: E402  (the bench's own helper, beside this file)
+from disk_full import machine  # noqa: E402
 
 REPO = Path(__file__).resolve().parents[1]
 DEMO = REPO / "data" / "demo"
@@ -178,7 +179,7 @@ def main() -> int:
     def say(msg: str) -> None:
         print(f"[{time.perf_counter() - started:6.0f}s] {msg}", flush=True)
 
-    result: dict = {"bench": "soak_kill", "machine": ks.machine(), "seed": args.seed,
+    result: dict = {"bench": "soak_kill", "machine": machine(), "seed": args.seed,
                     "command": " ".join(sys.argv)}
     with tempfile.TemporaryDirectory() as scratch:
         work = Path(args.work or scratch)

@@ -40,6 +40,16 @@ def torchrun(*args: str):
     return [str(TORCHRUN), "--standalone", "--nproc_per_node=2", "-m", "metaxlm.cli", *args]
 
 
+def start_copy_of_reference(runs, name: str, **extra_env) -> tuple[subprocess.Popen, Path]:
+    """A 2-process pretraining of the reference config into a copy of the template run `name`, left running; and the
+    copy's checkpoint directory."""
+    root, cfg = runs["root"], runs["cfg"]
+    shutil.copytree(runs["template"], root / name)
+    launcher = subprocess.Popen(torchrun("pretrain", str(cfg), "--no-progress", *COMMON, f"output_dir={root / name}"),
+                                stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env(**extra_env))
+    return launcher, root / name / "pretrain" / "xlm" / "ckpt"
+
+
 @pytest.fixture(scope="module")
 def runs(run_template, tmp_path_factory):
     """The config and the uninterrupted 2-process reference run (with progress bars: its output is checked)."""
@@ -103,11 +113,7 @@ def _rank0_exitcode(stderr: str) -> str | None:
 
 def test_sigkill_of_one_process_stops_the_other_and_resume_equals_uninterrupted(runs):
     root, cfg = runs["root"], runs["cfg"]
-    shutil.copytree(runs["template"], root / "killed")
-    ckpt = root / "killed" / "pretrain" / "xlm" / "ckpt"
-    launcher = subprocess.Popen(torchrun("pretrain", str(cfg), "--no-progress", *COMMON,
-                                         f"output_dir={root / 'killed'}"),
-                                stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env())
+    launcher, ckpt = start_copy_of_reference(runs, "killed")
     try:
         rank1 = _rank_pid(launcher, 1)
         _wait_for_checkpoint(launcher, ckpt, KILL_AT)
@@ -143,13 +149,7 @@ def test_sigkill_of_one_process_stops_the_other_and_resume_equals_uninterrupted(
 
 
 def test_frozen_peer_stops_after_the_collective_timeout(runs):
-    root, cfg = runs["root"], runs["cfg"]
-    shutil.copytree(runs["template"], root / "frozen")
-    ckpt = root / "frozen" / "pretrain" / "xlm" / "ckpt"
-    launcher = subprocess.Popen(torchrun("pretrain", str(cfg), "--no-progress", *COMMON,
-                                         f"output_dir={root / 'frozen'}"),
-                                stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-                                env=env(METAXLM_COLLECTIVE_TIMEOUT=str(TIMEOUT)))
+    launcher, ckpt = start_copy_of_reference(runs, "frozen", METAXLM_COLLECTIVE_TIMEOUT=str(TIMEOUT))
     rank1 = None
     try:
         rank1 = _rank_pid(launcher, 1)
