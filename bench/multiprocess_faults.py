@@ -31,6 +31,7 @@ HERE = Path(__file__).resolve().parent
 REPO = HERE.parent
 sys.path.insert(0, str(HERE))
 
+from _killsoak import same_state  # noqa: E402
 from disk_full import build_template, machine, same_run  # noqa: E402
 
 STEPS, SAVE_EVERY, FAULT_AT, TIMEOUT = 200, 20, 40, 20
@@ -114,11 +115,10 @@ def fault(config: Path, run: Path, sig: signal.Signals, env: dict, victim: int =
 
 
 def same_optimizer(a: Path, b: Path) -> bool:
+    """Two optimizer.pt files hold the same state, bit for bit (the kill soak's deep comparison)."""
     import torch
 
-    sa, sb = torch.load(a, weights_only=True)["state"], torch.load(b, weights_only=True)["state"]
-    return sa.keys() == sb.keys() and all(torch.equal(torch.as_tensor(v), torch.as_tensor(sb[p][k]))
-                                          for p, st in sa.items() for k, v in st.items())
+    return same_state(torch.load(a, weights_only=True), torch.load(b, weights_only=True))
 
 
 def main() -> None:
