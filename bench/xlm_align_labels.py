@@ -130,7 +130,7 @@ def main() -> None:
                 prep = dwa.prepare(batch, torch.Generator().manual_seed(0))
                 t = prep.tensors
                 with torch.no_grad():
-                    states = dwa.label_states(model, t["orig_ids"], t["attention_mask"], t["token_side"])
+                    states = dwa.label_states(model, t["orig_ids"], t["attention_mask"], t["side"])
                 for kernel, mu in KERNELS:
                     for filtering in FILTERINGS:
                         dwa.aligner = OTAlignment(kernel=kernel, mu=mu, filtering=filtering)

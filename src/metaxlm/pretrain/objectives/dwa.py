@@ -4,10 +4,12 @@ Every step (the paper's Algorithm 1), on `pair` batches (`<s> S </s> T </s>`, on
 
 1. self-labelling (`label`, no gradient, the CURRENT weights, eval mode, this process's rows only): the hidden states
    at `label_layer` of the unmasked pair — encoded together as [S, T] (`encoding: joint`, the paper) or each side
-   alone (`separate`) — give the sub-word alignment A by entropic OT and iterative filtering
-   (`metaxlm.alignment.OTAlignment`: the project's one OT implementation, batched over all pairs). Special tokens,
-   padding and sentencepiece's bare '▁' piece (no word content; the evaluation aligner leaves it out too) never
-   take part. When a token has several links, its label is the linked token of highest similarity;
+   alone as `<s> side </s>` (`separate`) — give the sub-word alignment A by entropic OT and iterative filtering
+   (`metaxlm.alignment.OTAlignment`: the project's one OT implementation, batched over all pairs). Either way the
+   encoder reads each sentence as tokenized, sentencepiece's bare '▁' pieces included; special tokens, padding and
+   the bare '▁' pieces (no word content) take no part in the alignment and get no label, as in the evaluation
+   aligner (`metaxlm.alignment.word_pieces`). When a token has several links, its label is the linked token of
+   highest similarity;
 2. DWA (`loss_sum`): the masked pair [S*, T*] is encoded and a pointer network on the states of `dwa_layer`,
    q_i = W_q h_i, K = W_k h_(other side), a_i = softmax(q_i K^T / sqrt(d_h)) (Eq. 11–13), is trained with the
    cross-entropy to the self-labelled position A(i), in both directions (Eq. 15). Query positions (Table 7):
@@ -149,10 +151,12 @@ class DenoisingWordAlignment(MaskedLM):
 
     def _prepared(self, batch, inputs: torch.Tensor, masked: torch.Tensor, generator: torch.Generator) -> Prepared:
         t = batch.tensors
-        token_side = torch.where(t["attention_mask"].bool() & ~torch.isin(t["input_ids"], self.unalignable_ids),
-                                 t["side"], -1)
+        # side: every token of each sentence as tokenized (the labelling input); token_side: the alignable ones only
+        # (special tokens and bare '▁' pieces stay in the input but are never aligned or labelled)
+        side = torch.where(t["attention_mask"].bool(), t["side"], -1)
+        token_side = torch.where(torch.isin(t["input_ids"], self.unalignable_ids), -1, side)
         tensors = {"input_ids": inputs, "attention_mask": t["attention_mask"], "orig_ids": t["input_ids"],
-                   "token_side": token_side, "masked": masked,
+                   "side": side, "token_side": token_side, "masked": masked,
                    "query_draw": torch.rand(inputs.shape, generator=generator),
                    "dwa_labels": torch.full_like(inputs, IGNORE)}
         return Prepared(tensors, 0, list(batch.langs), target_key="dwa_labels")
@@ -168,18 +172,19 @@ class DenoisingWordAlignment(MaskedLM):
 
     # -- 2. self-labelling ------------------------------------------------------------------------------------------
     @torch.no_grad()
-    def label_states(self, model, ids: torch.Tensor, attention_mask: torch.Tensor,
-                     token_side: torch.Tensor) -> torch.Tensor:
-        """(B, T, d) states at `label_layer` of the unmasked pairs: encoded together, or each side alone (mapped
-        back to the pair's positions; positions outside both sides are zero)."""
+    def label_states(self, model, ids: torch.Tensor, attention_mask: torch.Tensor, side: torch.Tensor) -> torch.Tensor:
+        """(B, T, d) states at `label_layer` of the unmasked pairs: encoded together, or each side alone as
+        `<s>` + the side's tokens as they appear in the pair row + `</s>` (mapped back to the pair's positions;
+        positions outside both sides are zero). `side` (B, T): 0 or 1 on every token of a sentence (bare '▁' pieces
+        included), -1 on `<s>`, `</s>` and padding."""
         encoder = arch_of(model).truncated_encoder(model, self.label_layer)
         if self.options.encoding == "joint":
             return encoder(input_ids=ids, attention_mask=attention_mask).last_hidden_state
         states = torch.zeros(*ids.shape, model.config.hidden_size, dtype=torch.float32)
         bos, eos, pad = self.tokenizer.cls_token_id, self.tokenizer.sep_token_id, self.tokenizer.pad_token_id
         rows, where = [], []
-        for side in (0, 1):  # `<s> side </s>` rows, the sides of all pairs in one batch
-            pos, real = _gather_side(token_side == side)
+        for k in (0, 1):  # `<s> side </s>` rows, the sides of all pairs in one batch
+            pos, real = _gather_side(side == k)
             side_ids = torch.where(real, torch.gather(ids, 1, pos), pad)
             lengths = real.sum(1)
             row = torch.full((ids.shape[0], pos.shape[1] + 2), pad, dtype=ids.dtype)
@@ -200,7 +205,8 @@ class DenoisingWordAlignment(MaskedLM):
     @torch.no_grad()
     def self_label(self, states: torch.Tensor, token_side: torch.Tensor) -> SelfLabels:
         """The links of every pair (source × target sub-words, OT + filtering, all pairs in one batch) from (B, T, d)
-        states, and per token the aligned position in the pair row (IGNORE where the token has no link)."""
+        states, and per token the aligned position in the pair row (IGNORE where the token has no link).
+        `token_side` (B, T): 0 or 1 on the alignable tokens only, -1 elsewhere (special tokens, bare '▁' pieces)."""
         src_pos, src_real = _gather_side(token_side == 0)
         tgt_pos, tgt_real = _gather_side(token_side == 1)
         d = states.shape[-1]
@@ -243,7 +249,7 @@ class DenoisingWordAlignment(MaskedLM):
         was_training = model.training
         model.eval()  # labels from the current weights without dropout
         try:
-            states = self.label_states(model, t["orig_ids"], t["attention_mask"], t["token_side"])
+            states = self.label_states(model, t["orig_ids"], t["attention_mask"], t["side"])
         finally:
             model.train(was_training)
         found = self.self_label(states, t["token_side"])
