@@ -13,6 +13,7 @@ from typing import Any, Literal
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
+from metaxlm.data.examples import DEV_FRACTION
 from metaxlm.errors import ConfigError
 from metaxlm.languages import check_language
 from metaxlm.textpolicy import text_problem
@@ -239,6 +240,9 @@ class AlignmentEvalSpec(Strict):
     format: Literal["pharaoh", "sid"] = "pharaoh"  # "i-j"/"ipj" per line, or "sid i j [S|P]" lines
     word_base: Literal[0, 1] = 0
     sid_base: Literal[0, 1] = 0
+    # the share of the set's first pairs held out as dev, where the reported layer is chosen; AER is reported on the
+    # rest (data.examples.dev_test_split). 0: no dev part, everything is test and the layer is the fixed default.
+    dev_fraction: float = Field(DEV_FRACTION, ge=0.0, lt=1.0)
     method: Literal["ot", "argmax", "itermax"] = "ot"
     # the OT aligner (method ot): metaxlm's evaluation defaults (cosine kernel, μ 0.2, one filtering iteration) or
     # XLM-Align's settings under the paper's names (kernel: paper, mu: 1.0, filter_iters: 2; filtering: eq9 / none)
