@@ -18,6 +18,7 @@ from pydantic import ValidationError
 
 from metaxlm.config import ReportConfig
 from metaxlm.errors import DataError, MetaXLMError
+from metaxlm.metrics import lowest_aer_layer
 
 
 @dataclass
@@ -68,8 +69,6 @@ class AlignmentResult:
 
     @classmethod
     def of(cls, entry: dict) -> AlignmentResult:
-        from metaxlm.metrics import lowest_aer_layer
-
         def curves(scores: dict) -> dict[str, list[float]]:
             return {k: [number(v) for v in scores[k]] for k in ALIGNMENT_METRICS if k in scores}
 
