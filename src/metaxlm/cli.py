@@ -270,7 +270,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--out", required=True)
     p.add_argument("--layer", type=_layer_arg, default=None,
                    help="encoder layer, or 'dev': the layer of lowest AER on the dev set (--dev-src, --dev-gold; "
-                        "ties: the shallower layer). Default: the aligner's default layer (7/12 of the depth)")
+                        "ties: the shallower layer). Default: the aligner's default layer")
     p.add_argument("--method", choices=("ot", "argmax", "itermax"), default="ot")
     p.add_argument("--dev-src", help="with --layer dev: 'src ||| tgt' lines, or the source side of a dev set")
     p.add_argument("--dev-tgt", help="with --layer dev: the dev set's target side (line-aligned with --dev-src)")
