@@ -498,6 +498,13 @@ def test_align_layer_dev_errors_are_one_line_naming_the_file(model_dir, tmp_path
     assert f"{short}:1: file ends here" in error([*base, "--layer", "dev", "--dev-src", str(dev_files[0]),
                                                   "--dev-tgt", str(short), "--dev-gold", str(dev_files[2])])
     assert not (tmp_path / "links.txt").exists()
+    empty = [tmp_path / f"empty.{ext}" for ext in ("src", "tgt", "gold")]
+    for path in empty:
+        path.write_text("", encoding="utf-8")
+    assert f"{empty[0]}: empty file" in error([*base, "--layer", "dev", "--dev-src", str(empty[0]),
+                                              "--dev-tgt", str(empty[1]), "--dev-gold", str(empty[2])])
+    with pytest.raises(ConfigError, match="the dev set has no sentence pairs"):
+        align_file(model_dir, *test_files[:2], tmp_path / "links.txt", dev=AlignmentSet(), progress=False)
     with pytest.raises(SystemExit):
         main([*base, "--layer", "deep"])
     assert "expected a layer number or 'dev'" in capsys.readouterr().err

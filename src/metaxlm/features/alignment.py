@@ -260,11 +260,11 @@ def alignment_dev_test(model, tokenizer, aset: AlignmentSet, *, dev_fraction: fl
                                                 "test_pairs": len(test)}}
     if dev:
         result["dev"] = scores_by_layer(predictions, aset, dev)
-    result["test"] = scores_by_layer(predictions, aset, test)
-    if dev:
-        result["chosen_layer"], result["chosen_on"] = lowest_aer_layer(layers, result["dev"]["aer"]), "dev"
+        chosen = lowest_aer_layer(layers, result["dev"]["aer"]), "dev"
     else:
-        result["chosen_layer"], result["chosen_on"] = aligner.layer, "fixed default"
+        chosen = aligner.layer, "fixed default"
+    result["test"] = scores_by_layer(predictions, aset, test)
+    result["chosen_layer"], result["chosen_on"] = chosen
     return result
 
 
@@ -313,6 +313,8 @@ def align_file(model_dir: str | Path, src_path: str | Path, tgt_path: str | Path
 
     if layer is not None and dev is not None:
         raise ConfigError("align: give a layer or a dev set to choose it on, not both")
+    if dev is not None and not len(dev):
+        raise ConfigError("align: the dev set has no sentence pairs to choose the layer on")
     n_pairs = sum(1 for _ in read_pairs(src_path, tgt_path))
     if gold is not None and len(gold) != n_pairs:
         raise ConfigError(f"align: the gold set has {len(gold)} pairs, the input {src_path} {n_pairs}")
