@@ -247,8 +247,7 @@ def _feature_sections(models: list[ModelResult], fig_dir: Path, colors: dict[str
             Table(["model", "set", "method", "dev / test pairs", "layer", "layer chosen on", "dev AER (%)",
                    "test AER (%)", "test precision (%)", "test recall (%)", "test F1 (%)",
                    "test AER (%) at last layer"], rows, text_columns=6,
-                  caption=" ".join([CHOSEN_ON_CAPTION[CHOSEN_ON_DEV],
-                                    *(CHOSEN_ON_CAPTION[k] for k in (FIXED_DEFAULT, NO_DEV_SPLIT) if k in chosen_on)]))]))
+                  caption=" ".join(text for kind, text in CHOSEN_ON_CAPTION.items() if kind in chosen_on))]))
     return sections
 
 
