@@ -52,11 +52,13 @@ def summarize(results: dict, seconds: float, cfg) -> dict:
                            "last_layer_accuracy": entry["average"][-1],
                            "average_by_layer": dict(zip(entry["layers"], entry["average"], strict=True))}
     alignment = {}
-    for name, entry in results.get("alignment", {}).items():
-        best = min(range(len(entry["layers"])), key=lambda i: entry["aer"][i])
-        alignment[name] = {"method": entry["method"], "pairs": entry["pairs"], "best_layer": entry["layers"][best],
-                           "best_aer": entry["aer"][best],
-                           "aer_by_layer": dict(zip(entry["layers"], entry["aer"], strict=True))}
+    for name, entry in results.get("alignment", {}).items():  # the test AER at the layer chosen on dev
+        at = entry["layers"].index(entry["chosen_layer"])
+        alignment[name] = {"method": entry["method"], "split": entry["split"], "layer": entry["chosen_layer"],
+                           "layer_chosen_on": entry["chosen_on"], "test_aer": entry["test"]["aer"][at],
+                           "test_aer_by_layer": dict(zip(entry["layers"], entry["test"]["aer"], strict=True)),
+                           **({"dev_aer_by_layer": dict(zip(entry["layers"], entry["dev"]["aer"], strict=True))}
+                              if "dev" in entry else {})}
     import torch
     import transformers
 

@@ -5,7 +5,8 @@ filtering (`metaxlm.pretrain.objectives.dwa`). This bench runs that exact labell
 `label_states` and `self_label` on pair rows built as the `pair` batch source builds them (`<s> S </s> T </s>`) —
 on the de-en and en-fr gold sets of ../shared/data/word_alignment/xlmalign_simalign_sets (sure + possible links),
 turns the sub-word links into word links (two sub-words aligned ⇒ their words aligned) and reports AER, precision
-and recall for every combination of:
+and recall on each set's DEV part only (the first 30% of its pairs, data.examples.dev_test_split: the test part is
+where the evaluation reports AER, so settings are never compared on it) for every combination of:
 
   encoding   joint ([S, T] encoded together: the paper) | separate (each side alone);
   kernel     paper (f_sim = log max(ε, h·h), K = exp(f_sim/μ), μ = 1: Eq. 1/5) | cosine (K = exp(cos/μ), μ = 1 and
@@ -38,14 +39,17 @@ FILTERINGS = ["released", "eq9", "none"]
 ENCODINGS = ["joint", "separate"]
 
 
-def load_set(name: str):
+def load_dev_set(name: str):
+    """The dev part of a gold set (dev_test_split): the settings are compared on it, never on the test part."""
     from metaxlm.data.benchmarks import load_alignment
 
     spec, folder = SETS[name], DATA / name
     with warnings.catch_warnings():  # the gold files' few out-of-sentence links are skipped (counted by the loader)
         warnings.simplefilter("ignore")
-        return load_alignment(folder / spec["src"], folder / spec["tgt"], folder / spec["gold"], fmt="sid",
+        aset = load_alignment(folder / spec["src"], folder / spec["tgt"], folder / spec["gold"], fmt="sid",
                               src_base=1, sid_base=spec["sid_base"])
+    dev, _ = aset.dev_test()
+    return dev
 
 
 def pair_rows(tokenizer, aset, max_len: int):
@@ -98,6 +102,7 @@ def main() -> None:
 
     from metaxlm.alignment import OTAlignment
     from metaxlm.compute.precision import cpu_model
+    from metaxlm.data.examples import DEV_FRACTION
     from metaxlm.io import atomic_write_json
     from metaxlm.metrics import alignment_scores
     from metaxlm.models.loading import quiet_transformers
@@ -118,10 +123,11 @@ def main() -> None:
     tokenizer = AutoTokenizer.from_pretrained(str(model_dir))
     context = ObjectiveContext(tokenizer=tokenizer, model_config=model.config)
     layers = model.config.num_hidden_layers
-    results, started = {}, time.time()
+    results, dev_pairs, started = {}, {}, time.time()
     for name in args.sets.split(","):
-        aset = load_set(name)
+        aset = load_dev_set(name)
         rows = pair_rows(tokenizer, aset, args.max_len)
+        dev_pairs[name] = len(aset)
         preds = {}  # (encoding, kernel, mu, filtering) -> links per pair
         for encoding in ENCODINGS:
             options = {"weight": 1.0, "encoding": encoding, **({"label_layer": args.layer} if args.layer else {})}
@@ -150,7 +156,7 @@ def main() -> None:
             results[name].append({"encoding": encoding, "kernel": kernel, "mu": mu, "filtering": filtering,
                                   **{k: round(v, 4) for k, v in scores.items()}})
         results[name].sort(key=lambda r: r["aer"])
-        print(f"\n{name} ({len(rows)} pairs), layer {dwa.label_layer} of {layers}: AER % (precision, recall)")
+        print(f"\n{name} (dev: {len(rows)} pairs), layer {dwa.label_layer} of {layers}: AER % (precision, recall)")
         for r in results[name]:
             print(f"  {r['encoding']:8} {r['kernel']:6} mu={r['mu']:<4} {r['filtering']:8} "
                   f"{100 * r['aer']:5.1f}  ({100 * r['precision']:.1f}, {100 * r['recall']:.1f})")
@@ -164,6 +170,8 @@ def main() -> None:
               "cpu": cpu_model(), "python": sys.version.split()[0], "platform": platform.platform(),
               "torch": torch.__version__, "threads": torch.get_num_threads(), "model": str(model_dir),
               "label_layer": dwa.label_layer, "layers": layers, "precision": "fp32",
+              "scored_on": f"the dev part of each set: its first ceil({DEV_FRACTION}·n) pairs (dev_test_split)",
+              "dev_pairs": dev_pairs,
               "sinkhorn_iters": 2, "filter_iters": 2, "alpha": 0.9, "results": results,
               "mean_aer_by_setting": dict(sorted(summary.items(), key=lambda kv: kv[1])), "best": best,
               "seconds": round(time.time() - started, 1)}

@@ -12,10 +12,17 @@ from metaxlm.alignment import (
     word_links,
     word_pieces,
 )
+from metaxlm.cli import main
 from metaxlm.data.examples import AlignmentSet
 from metaxlm.errors import ConfigError, DataError
-from metaxlm.features.alignment import WordAligner, align_file, alignment_by_layer, token_states
-from metaxlm.metrics import alignment_scores
+from metaxlm.features.alignment import (
+    WordAligner,
+    align_file,
+    alignment_by_layer,
+    alignment_dev_test,
+    token_states,
+)
+from metaxlm.metrics import alignment_scores, lowest_aer_layer
 
 SRC = [s.split() for s in ["das Haus ist klein", "die Katze schläft auf dem roten Stuhl", "房子很小", "das Haus"]]
 TGT = [s.split() for s in ["the house is small", "the cat sleeps on the red chair", "the house is small", "das Haus"]]
@@ -293,6 +300,58 @@ def test_alignment_by_layer_scores_with_the_shared_metric(model, tokenizer):
     assert result == {"layers": [2], **{k: [v] for k, v in want.items()}}
 
 
+def gold_set() -> AlignmentSet:
+    """SRC/TGT twice (8 pairs) with diagonal-ish gold links: dev = the first 3 pairs at the default fraction."""
+    src, tgt = SRC + SRC, TGT + TGT
+    sure = [{(i, i) for i in range(min(len(s), len(t)))} for s, t in zip(src, tgt, strict=True)]
+    return AlignmentSet(src, tgt, sure, [x | {(0, 1)} for x in sure])
+
+
+def test_dev_and_test_scores_come_from_one_encoder_pass_and_the_layer_from_dev(model, tokenizer):
+    aset = gold_set()
+    rows = []
+    handle = model.embeddings.register_forward_hook(lambda _m, args, out: rows.append(out.shape[0]))
+    try:
+        result = alignment_dev_test(model, tokenizer, aset, method="ot", precision="fp32", eps=0.5)
+    finally:
+        handle.remove()
+    assert sum(rows) == len({tuple(s) for s in aset.src + aset.tgt})  # each distinct sentence encoded once
+    assert result["split"] == {"dev_fraction": 0.3, "dev_pairs": 3, "test_pairs": 5}
+    dev, test = aset.dev_test()
+    for part, name in ((dev, "dev"), (test, "test")):  # the same scores as each part aligned on its own
+        alone = alignment_by_layer(model, tokenizer, part, method="ot", precision="fp32", eps=0.5)
+        assert result["layers"] == alone["layers"] == [0, 1, 2, 3]
+        assert result[name] == {k: alone[k] for k in ("aer", "precision", "recall", "f1")}
+    assert result["chosen_on"] == "dev"
+    assert result["chosen_layer"] == lowest_aer_layer(result["layers"], result["dev"]["aer"])
+
+
+def test_without_a_dev_part_the_layer_is_the_fixed_default(model, tokenizer):
+    aset = gold_set()
+    result = alignment_dev_test(model, tokenizer, aset, dev_fraction=0.0, method="argmax", precision="fp32")
+    assert "dev" not in result and result["split"] == {"dev_fraction": 0.0, "dev_pairs": 0, "test_pairs": 8}
+    assert (result["chosen_layer"], result["chosen_on"]) == (2, "fixed default")  # 7/12 of 3 layers
+    assert result["test"] == {k: v for k, v in alignment_by_layer(model, tokenizer, aset, method="argmax",
+                                                                  precision="fp32").items() if k != "layers"}
+    with pytest.raises(ConfigError, match="default layer 2, which the evaluated layers \\[1, 3\\] leave out"):
+        alignment_dev_test(model, tokenizer, aset, dev_fraction=0.0, layers=[1, 3])
+    one = alignment_dev_test(model, tokenizer, aset.subset(range(1)), layers=[2], precision="fp32")
+    assert (one["chosen_on"], one["split"]["test_pairs"]) == ("fixed default", 1)  # one pair: nothing to split
+
+
+def test_link_settings_swept_over_states_encoded_once(model, tokenizer):
+    base = WordAligner(model, tokenizer, method="ot", precision="fp32")
+    encoded = base.encode(SRC, TGT, [1, 2])
+    for eps, max_count in ((0.05, 1), (1.0, 2)):
+        swept = base.with_links_settings(eps=eps, max_count=max_count)
+        assert swept.encoder is base.encoder and (base.eps, base.max_count) == (0.2, 1)  # the base is unchanged
+        fresh = WordAligner(model, tokenizer, method="ot", precision="fp32", eps=eps, max_count=max_count)
+        assert swept.links_at(encoded, 2) == fresh.align(SRC, TGT, layer=2)
+        assert swept.links_at(encoded.subset(range(1, 3)), 1) == fresh.align(SRC[1:3], TGT[1:3], layer=1)
+    with pytest.raises(ConfigError, match="eps"):
+        base.with_links_settings(eps=-1.0)
+
+
 def test_long_sentences_are_chunked_with_a_warning_never_an_index_error(tokenizer):
     model = tiny_bert(tokenizer, positions=16)
     long = ("das Haus ist klein und die Katze schläft auf dem roten Stuhl am offenen Fenster " * 3).split()
@@ -349,7 +408,7 @@ def test_align_file_writes_pharaoh_lines(model_dir, model, tokenizer, tmp_path):
     pairs.write_text("".join(f"{' '.join(s)} ||| {' '.join(t)}\n" for s, t in zip(SRC, TGT, strict=True))
                      + "das Haus |||\n", encoding="utf-8")
     out = tmp_path / "out" / "links.txt"
-    assert align_file(model_dir, pairs, None, out, layer=2, method="itermax", progress=False) == 5
+    assert align_file(model_dir, pairs, None, out, layer=2, method="itermax", progress=False).pairs == 5
     want = WordAligner(model, tokenizer, method="itermax").align(SRC, TGT, layer=2)
     lines = out.read_text(encoding="utf-8").split("\n")
     assert lines[-2:] == ["", ""]  # the pair with an empty side has no links
@@ -375,3 +434,77 @@ def test_align_file_bad_input_names_file_and_line_and_writes_nothing(model_dir, 
     with pytest.raises(DataError, match=r"b.txt:2: file ends here"):
         align_file(model_dir, src, tgt, out, progress=False)
     assert sorted(tmp_path.iterdir()) == sorted([pairs, src, tgt])  # no output, no temporary file
+
+
+def write_gold_files(folder, aset: AlignmentSet, name: str):
+    """`aset` as files: '<name>.src', '<name>.tgt' and 0-based Pharaoh gold '<name>.gold' ('ipj' possible)."""
+    folder.mkdir(parents=True, exist_ok=True)
+    paths = [folder / f"{name}.{ext}" for ext in ("src", "tgt", "gold")]
+    paths[0].write_text("".join(" ".join(s) + "\n" for s in aset.src), encoding="utf-8")
+    paths[1].write_text("".join(" ".join(t) + "\n" for t in aset.tgt), encoding="utf-8")
+    paths[2].write_text("".join(" ".join([*(f"{i}-{j}" for i, j in sorted(s)), *(f"{i}p{j}" for i, j in sorted(p - s))])
+                                + "\n" for s, p in zip(aset.sure, aset.possible, strict=True)), encoding="utf-8")
+    return paths
+
+
+def test_align_on_the_layer_chosen_on_a_dev_set(model_dir, model, tokenizer, tmp_path, capsys):
+    dev, test = gold_set().dev_test(0.5)
+    dev_files, test_files = write_gold_files(tmp_path, dev, "dev"), write_gold_files(tmp_path, test, "test")
+    out = tmp_path / "links.txt"
+    done = align_file(model_dir, *test_files[:2], out, dev=dev, gold=test, method="argmax", progress=False)
+    want_dev = alignment_by_layer(model, tokenizer, dev, method="argmax")
+    assert done.dev_scores == want_dev and done.layer == lowest_aer_layer(want_dev["layers"], want_dev["aer"])
+    links = WordAligner(model, tokenizer, method="argmax").align(test.src, test.tgt, layer=done.layer)
+    assert out.read_text(encoding="utf-8").splitlines() == [" ".join(f"{i}-{j}" for i, j in sorted(x)) for x in links]
+    assert done.scores == alignment_scores(links, test.sure, test.possible)
+    printed = capsys.readouterr().out
+    assert "AER on the dev set (4 pairs), per layer:" in printed and f"layer {done.layer}: lowest dev AER" in printed
+    # the command line: per-layer dev AER, the chosen layer, and the test AER against --gold
+    argv = ["align", "--model", str(model_dir), "--src", str(test_files[0]), "--tgt", str(test_files[1]),
+            "--out", str(tmp_path / "cli.txt"), "--method", "argmax", "--layer", "dev", "--dev-src",
+            str(dev_files[0]), "--dev-tgt", str(dev_files[1]), "--dev-gold", str(dev_files[2]), "--gold",
+            str(test_files[2]), "--no-progress"]
+    assert main(argv) == 0
+    printed = capsys.readouterr().out
+    assert (tmp_path / "cli.txt").read_text(encoding="utf-8") == out.read_text(encoding="utf-8")
+    assert f"aligned 4 sentence pairs at layer {done.layer}" in printed
+    assert f"AER {100 * done.scores['aer']:.1f}%" in printed and "dev AER %" in printed
+    with pytest.raises(ConfigError, match="not both"):
+        align_file(model_dir, *test_files[:2], out, layer=1, dev=dev, progress=False)
+
+
+def test_align_layer_dev_errors_are_one_line_naming_the_file(model_dir, tmp_path, capsys):
+    dev, test = gold_set().dev_test(0.5)
+    dev_files, test_files = write_gold_files(tmp_path, dev, "dev"), write_gold_files(tmp_path, test, "test")
+    base = ["align", "--model", str(model_dir), "--src", str(test_files[0]), "--tgt", str(test_files[1]),
+            "--out", str(tmp_path / "links.txt"), "--no-progress"]
+    dev_args = ["--dev-src", str(dev_files[0]), "--dev-tgt", str(dev_files[1]), "--dev-gold"]
+
+    def error(argv) -> str:
+        assert main(argv) == 2
+        err = capsys.readouterr().err
+        assert "Traceback" not in err and len(err.strip().splitlines()) == 1
+        return err
+
+    assert "--layer dev needs the dev set" in error([*base, "--layer", "dev"])
+    assert "choose the layer with --layer dev" in error([*base, *dev_args, str(dev_files[2])])
+    missing = tmp_path / "missing.gold"
+    assert str(missing) in error([*base, "--layer", "dev", *dev_args, str(missing)])
+    bad = tmp_path / "bad.gold"
+    bad.write_text("0-0\n0:1\n", encoding="utf-8")
+    assert f"{bad}:2: bad link '0:1'" in error([*base, "--layer", "dev", *dev_args, str(bad)])
+    short = tmp_path / "short.tgt"
+    short.write_text("the house\n", encoding="utf-8")
+    assert f"{short}:1: file ends here" in error([*base, "--layer", "dev", "--dev-src", str(dev_files[0]),
+                                                  "--dev-tgt", str(short), "--dev-gold", str(dev_files[2])])
+    assert not (tmp_path / "links.txt").exists()
+    empty = [tmp_path / f"empty.{ext}" for ext in ("src", "tgt", "gold")]
+    for path in empty:
+        path.write_text("", encoding="utf-8")
+    assert f"{empty[0]}: empty file" in error([*base, "--layer", "dev", "--dev-src", str(empty[0]),
+                                              "--dev-tgt", str(empty[1]), "--dev-gold", str(empty[2])])
+    with pytest.raises(ConfigError, match="the dev set has no sentence pairs"):
+        align_file(model_dir, *test_files[:2], tmp_path / "links.txt", dev=AlignmentSet(), progress=False)
+    with pytest.raises(SystemExit):
+        main([*base, "--layer", "deep"])
+    assert "expected a layer number or 'dev'" in capsys.readouterr().err

@@ -4,14 +4,23 @@ from __future__ import annotations
 
 import json
 import lzma
+import math
 import warnings
+from fractions import Fraction
 from pathlib import Path
 
 import pytest
 from conftest import REPO, SHARED_DATA
 
 from metaxlm.data.benchmarks import LOADERS, load_alignment, load_examples
-from metaxlm.data.examples import ClassificationExample, QAExample, SpanExample, TaggingExample
+from metaxlm.data.examples import (
+    DEV_FRACTION,
+    ClassificationExample,
+    QAExample,
+    SpanExample,
+    TaggingExample,
+    dev_test_split,
+)
 from metaxlm.errors import ConfigError, DataError, SkipReport
 
 needs_shared = pytest.mark.skipif(not SHARED_DATA.exists(), reason="needs ../shared/data")
@@ -321,6 +330,41 @@ def test_alignment_text_files_must_be_line_aligned(tmp_path):
     src, tgt = pair_files(tmp_path, "a\nb\nc\n", "x\ny\n")
     err = pytest.raises(DataError, load_alignment, src, tgt, write(tmp_path / "g", "0-0\n")).value
     assert (err.path, err.line) == (str(tgt), 2)
+
+
+def test_dev_test_split_is_disjoint_covers_the_set_and_depends_on_size_alone():
+    for n in (4, 10, 100, 447, 508, 1001):
+        for fraction in (0.1, 0.3, 0.55, 0.9):
+            dev, test = dev_test_split(n, fraction)
+            assert list(dev) + list(test) == list(range(n))  # disjoint, covering, in file order: dev first
+            assert len(dev) == min(math.ceil(Fraction(str(fraction)) * n), n - 1) and len(test) >= 1
+            assert dev_test_split(n, fraction) == (dev, test)  # the same every time
+    assert dev_test_split(10, 0.3) == (range(3), range(3, 10))
+    assert dev_test_split(100, 0.55) == (range(55), range(55, 100))  # exact: 0.55 · 100 is no 55.00000000000001
+    assert [len(part) for part in dev_test_split(508)] == [153, 355]  # de-en, the default 0.3 (README)
+    assert [len(part) for part in dev_test_split(447)] == [135, 312]  # en-fr
+    assert DEV_FRACTION == 0.3
+
+
+def test_dev_test_split_of_tiny_sets_keeps_a_test_pair():
+    assert dev_test_split(0) == (range(0), range(0))
+    assert dev_test_split(1) == (range(0), range(1))  # one pair: no dev part (the layer is then a fixed default)
+    assert dev_test_split(2) == (range(1), range(1, 2))
+    assert dev_test_split(3) == (range(1), range(1, 3))
+    assert dev_test_split(5, 0.0) == (range(0), range(5))  # 0: no dev part at all
+    assert dev_test_split(2, 0.99) == (range(1), range(1, 2))  # never everything dev
+    for bad in (-0.1, 1.0, 1.5):
+        with pytest.raises(ValueError, match="dev_fraction"):
+            dev_test_split(10, bad)
+
+
+def test_alignment_set_dev_test_parts(tmp_path):
+    src, tgt = pair_files(tmp_path, "a\nb\nc\nd\n", "w\nx\ny\nz\n")
+    aset = load_alignment(src, tgt, write(tmp_path / "gold", "0-0\n0p0\n\n0-0\n"))
+    dev, test = aset.dev_test(0.5)
+    assert (dev.src, dev.tgt, dev.sure, dev.possible) == ([["a"], ["b"]], [["w"], ["x"]], [{(0, 0)}, set()],
+                                                        [{(0, 0)}, {(0, 0)}])
+    assert (test.src, test.sure) == ([["c"], ["d"]], [set(), {(0, 0)}])
 
 
 # --- real data ----------------------------------------------------------------------------------------------

@@ -14,6 +14,7 @@ from metaxlm.config import load_config
 from metaxlm.errors import ConfigError, MetaXLMError
 from metaxlm.evaluation import recipe
 from metaxlm.evaluation.recipe import planned_evaluation
+from metaxlm.metrics import lowest_aer_layer
 from metaxlm.pipeline import run
 from metaxlm.vocab import load_tokenizer
 
@@ -100,13 +101,32 @@ def test_evaluate_and_report_stages(tiny_run):
     retrieval = final["retrieval"]["toy"]
     assert retrieval["layers"] == [0, 1, 2] and len(retrieval["average"]) == 3
     assert retrieval["per_language"]["de"]["pairs"] == 12
-    alignment = final["alignment"]["toy"]
-    assert alignment["method"] == "ot" and len(alignment["aer"]) == 3
-    assert all(0.0 <= a <= 1.0 for a in alignment["aer"])
+    alignment = final["alignment"]["toy"]  # 12 pairs: the first ceil(0.3 · 12) = 4 are dev
+    assert alignment["method"] == "ot" and alignment["split"] == {"dev_fraction": 0.3, "dev_pairs": 4,
+                                                                  "test_pairs": 8}
+    assert len(alignment["dev"]["aer"]) == len(alignment["test"]["aer"]) == 3
+    assert all(0.0 <= a <= 1.0 for a in alignment["test"]["aer"] + alignment["dev"]["aer"])
+    assert alignment["chosen_on"] == "dev"
+    assert alignment["chosen_layer"] == lowest_aer_layer(alignment["layers"], alignment["dev"]["aer"])
     checkpoint = json.loads((eval_dir / "xlm@step2" / "results.json").read_text())
     assert "tasks" not in checkpoint and checkpoint["step"] == 2  # checkpoint_tasks: [] -> probes only
     report = Path(cfg.output_dir) / "report"
     assert (report / "report.html").exists() and "toy" in (report / "report.md").read_text()
+
+
+def test_alignment_dev_fraction_per_set(tiny_run):
+    """`dev_fraction: 0` scores the whole set as test at the fixed default layer, which must then be evaluated."""
+    probes_only = ["evaluate.checkpoints=false", "evaluate.tasks={}", "evaluate.retrieval={}"]
+    cfg = load_config(tiny_run, [*probes_only, "evaluate.alignment.toy.dev_fraction=0"])
+    [result] = recipe.evaluate_run(cfg, progress=False)
+    whole = result["alignment"]["toy"]
+    assert "dev" not in whole and whole["split"] == {"dev_fraction": 0, "dev_pairs": 0, "test_pairs": 12}
+    assert (whole["chosen_layer"], whole["chosen_on"]) == (1, "fixed default")  # round(2 · 7/12)
+    cfg = load_config(tiny_run, [*probes_only, "evaluate.alignment.toy.dev_fraction=0", "evaluate.layers=[0,2]"])
+    with pytest.raises(ConfigError, match=r"evaluate.alignment.toy: without a dev part .* default layer 1"):
+        recipe.evaluate_run(cfg, progress=False)
+    with pytest.raises(ConfigError, match="dev_fraction"):
+        load_config(tiny_run, ["evaluate.alignment.toy.dev_fraction=1.0"])
 
 
 def test_checkpoints_of_the_named_variants_only(tiny_run, tokenizer_dir):

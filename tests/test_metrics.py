@@ -8,6 +8,7 @@ from metaxlm.metrics import (
     accuracy,
     accuracy_at_1,
     alignment_scores,
+    lowest_aer_layer,
     mean_std,
     normalize_answer,
     qa_tokens,
@@ -125,6 +126,13 @@ def test_alignment_scores_sure_and_possible():
     assert alignment_scores([{(0, 0), (1, 1)}], [{(0, 0)}], [{(1, 1)}])["aer"] == 0.0
     assert alignment_scores([set()], [{(0, 0)}], [set()]) == {"aer": 1.0, "precision": 0.0, "recall": 0.0,
                                                              "f1": 0.0}
+
+
+def test_lowest_aer_layer_ties_go_to_the_shallower_layer():
+    assert lowest_aer_layer([0, 1, 2, 3], [0.5, 0.2, 0.3, 0.2]) == 1
+    assert lowest_aer_layer([3, 1], [0.2, 0.2]) == 1  # by layer number, whatever the order
+    assert lowest_aer_layer([0, 1, 2], [None, float("nan"), 0.9]) == 2  # missing values are skipped
+    assert lowest_aer_layer([0, 1], [None, float("nan")]) is None
 
 
 def test_mean_std_and_transfer_gap():

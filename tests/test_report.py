@@ -29,6 +29,17 @@ def _task(means: dict[str, float], seeds: list[int], note: str | None = None) ->
     return {**task, "note": note} if note else task
 
 
+def alignment_entry(layers: list[int], test: dict[str, list[float]], dev_aer: list[float] | None) -> dict:
+    """An alignment entry as evaluate_alignment writes it: dev (AER only here) and test scores, the layer chosen on
+    dev (the lowest dev AER), or with no dev part the fixed default layer (here the middle one)."""
+    entry = {"method": "ot", "pairs": 508, "layers": layers, "test": test,
+             "split": {"dev_fraction": 0.3 if dev_aer else 0.0, "dev_pairs": 153 if dev_aer else 0,
+                       "test_pairs": 355 if dev_aer else 508}}
+    if dev_aer is None:
+        return {**entry, "chosen_layer": layers[len(layers) // 2], "chosen_on": "fixed default"}
+    return {**entry, "dev": {"aer": dev_aer}, "chosen_layer": layers[dev_aer.index(min(dev_aer))], "chosen_on": "dev"}
+
+
 def _results(variant: str, step: int, final: bool) -> dict:
     base, drop = VARIANTS[variant]
     base -= 0 if final else 0.1
@@ -41,8 +52,10 @@ def _results(variant: str, step: int, final: bool) -> dict:
                       "spans": _task({k: v - 0.1 for k, v in means.items()}, [0], note="test = held-out articles")},
             "retrieval": {"demo": {"layers": layers, "average": peak,
                                    "per_language": {"de": {"src2tgt": peak, "tgt2src": peak, "mean": peak}}}},
-            "alignment": {"de-en": {"method": "ot", "layers": layers, "aer": [1 - p for p in peak],
-                                    "precision": peak, "recall": peak, "f1": peak}}}
+            # test AER dips at layer 2, dev AER at layer 3: the report must show layer 3's test scores
+            "alignment": {"de-en": alignment_entry(layers, test={"aer": [1 - p for p in peak], "precision": peak,
+                                                                 "recall": peak, "f1": peak},
+                                                   dev_aer=[0.9, 0.7, 0.65, 0.5])}}
     if final:
         data["transfer_matrix"] = {"module": {"languages": LANGS,
                                               "scores": [[base + (0.1 if i == j else 0.0) - 0.02 * j for j in range(3)]
@@ -82,9 +95,15 @@ def test_report_tables_figures_and_sections(run):
     assert "| metaxlm_dict | **75.0** | **65.0** | **65.0** | **68.3** | **10.0** |" in md
     # Steps section: every checkpoint, with target average and gap.
     assert "| metaxlm@step50 | 50 | 57.5 ± 1.4 | 12.5 ± 0.0 |" in md
-    # Best layer per model: retrieval peaks at layer 2 (75 % for metaxlm_dict), AER dips there.
+    # Best layer per model: retrieval peaks at layer 2 (75 % for metaxlm_dict).
     assert "| metaxlm_dict | demo | 2 | 75.0 | 40.0 |" in md
-    assert "| metaxlm_dict | de-en | ot | 2 | 25.0 | 75.0 | 75.0 | 75.0 | 60.0 |" in md
+    # Alignment: the test scores at the layer chosen on dev (3: dev AER 50.0), not at the best test layer (2,
+    # test AER 25.0); the table says where the layer comes from.
+    section = md[md.index("## Word alignment against layer"):]
+    assert "Test scores at the layer chosen on dev" in section and "test AER against layer" in section
+    assert ("| model | set | method | dev / test pairs | layer | layer chosen on | dev AER (%) | test AER (%) | "
+            "test precision (%) | test recall (%) | test F1 (%) | test AER (%) at last layer |") in section
+    assert "| metaxlm_dict | de-en | ot | 153 / 355 | 3 | dev | 50.0 | 60.0 | 40.0 | 40.0 | 40.0 | 60.0 |" in section
     # Transfer matrix: source rows, target columns.
     assert "| en | 85.0 | 73.0 | 71.0 |" in md
     assert "test = held-out articles" in md and str(run / "eval" / "xlm" / "results.json") in md
@@ -164,10 +183,30 @@ def test_bad_results_name_the_file(run):
     with pytest.raises(DataError, match=re.escape(f"{path}: tasks.module.per_language.de")):
         write_report([run])
     data = _results("metaxlm", 100, final=True)
-    data["alignment"]["de-en"]["aer"] = [0.5]
+    data["alignment"]["de-en"]["test"]["aer"] = [0.5]
     path.write_text(json.dumps(data))
-    with pytest.raises(DataError, match="alignment.de-en.aer: has 1 values for 4 layers"):
+    with pytest.raises(DataError, match="alignment.de-en.test.aer: has 1 values for 4 layers"):
         write_report([run])
+    data = _results("metaxlm", 100, final=True)
+    data["alignment"]["de-en"]["chosen_layer"] = 9
+    path.write_text(json.dumps(data))
+    with pytest.raises(DataError, match=re.escape("alignment.de-en.chosen_layer: expected one of the layers")):
+        write_report([run])
+
+
+def test_alignment_without_dev_part_and_results_from_before_the_split(tmp_path):
+    """A set scored whole at the fixed default layer says so; results written before the dev/test split (the
+    whole set's scores at the top level, no "test") still load, at their best layer, labelled as such."""
+    data = _results("metaxlm", 100, final=True)
+    layers, aer = [0, 1, 2, 3], [0.8, 0.3, 0.5, 0.6]
+    data["alignment"] = {"grc-en": alignment_entry(layers, {"aer": aer}, dev_aer=None),
+                         "de-en": {"method": "ot", "pairs": 508, "layers": layers, "aer": aer,
+                                   "precision": [0.1, 0.7, 0.5, 0.4], "recall": aer, "f1": aer}}
+    _write(tmp_path, data)
+    md = write_report([tmp_path])["markdown"].read_text()
+    assert "| metaxlm | grc-en | ot | 0 / 508 | 2 | fixed default (no dev part) | – | 50.0 | – | – | – | 60.0 |" in md
+    assert ("| metaxlm | de-en | ot | no split (508) | 1 | the scored sentences (older results, no dev split) | – | 30.0 | "
+            "70.0 | 30.0 | 30.0 | 60.0 |") in md
 
 
 def test_format_task_table_with_missing_scores():

@@ -54,8 +54,9 @@ def _model(name: str, clean: float, noisy: float | None, retrieval: list[float],
     if noisy is not None:
         data["tasks"]["noisy"] = _task(_shifted(NOISY, noisy))
         data["tasks"]["mt"] = _translation(10.0 + 100 * clean, 30.0 + 100 * clean)
-    if aer is not None:
-        data["alignment"] = {"de-en": {"method": "ot", "layers": LAYERS, "aer": aer}}
+    if aer is not None:  # the layer is chosen on dev: layer 2, where the test AER is not lowest
+        data["alignment"] = {"de-en": {"method": "ot", "layers": LAYERS, "test": {"aer": aer},
+                                       "dev": {"aer": [0.5, 0.45, 0.4]}, "chosen_layer": 2, "chosen_on": "dev"}}
     return data
 
 
@@ -103,14 +104,15 @@ def test_comparison_section_of_the_report(run):
     scores = _table(section, "Headline numbers;")
     differences = _table(section, "Difference to the control")
     columns = ["model", "clean: target avg", "clean: en", "noisy: target avg", "noisy: en", "mt: BLEU", "mt: chrF",
-               "tatoeba: acc@1 last", "tatoeba: acc@1 best", "de-en: AER best"]
+               "tatoeba: acc@1 last", "tatoeba: acc@1 best", "de-en: test AER"]
     assert scores[0] == differences[0] == columns
     # The control first, then the config's order; its differences are all 0.
     assert [row[0] for row in scores[1:]] == [row[0] for row in differences[1:]] == ["mlm_only", "tlm", "xlm_align"]
     assert differences[1][1:] == ["0.0"] * 9
-    # Mean ± std over the two seeds; one seed (translation) and the probes without a std; best layer named.
+    # Mean ± std over the two seeds; one seed (translation) and the probes without a std; best layer named; AER:
+    # the test AER at the layer chosen on dev (2), not the lowest test AER (layer 1).
     assert scores[1] == ["mlm_only", "55.5 ± 0.7", "70.5 ± 0.7", "45.0 ± 14.1", "60.0 ± 14.1", "10.0", "30.0",
-                         "50.0", "60.0 (layer 1)", "30.0 (layer 1)"]
+                         "50.0", "60.0 (layer 1)", "40.0 (layer 2)"]
     # tlm: +6 on clean is beyond the combined std (1.0) and bold; +10 on noisy (combined std 20) is not; nor is
     # anything without seeds (translation, probes).
     assert differences[2] == ["tlm", "**+6.0**", "**+6.0**", "+10.0", "+10.0", "+6.0", "+6.0", "+30.0", "+20.0",
@@ -138,7 +140,7 @@ def test_comparison_section_of_the_report(run):
 
 def test_figures_take_the_callers_colours(run, tmp_path, monkeypatch):
     drawn = {}
-    monkeypatch.setattr(comparison.plots, "layer_curves", lambda *args: drawn.update(layers=args[-1]))
+    monkeypatch.setattr(comparison.plots, "layer_curves", lambda *args, **_: drawn.update(layers=args[-1]))
     monkeypatch.setattr(comparison.plots, "task_bars", lambda *args: drawn.update(bars=args[-1]))
     colors = {"mlm_only": "#000000", "tlm": "#111111", "xlm_align": "#222222"}
     models = final_models(collect_results([run]))

@@ -8,7 +8,7 @@ import sys
 from pathlib import Path
 
 from metaxlm import __version__
-from metaxlm.errors import MetaXLMError, SkipReport
+from metaxlm.errors import ConfigError, MetaXLMError, SkipReport
 from metaxlm.processes import RunStopped, is_main, label, quiet_other_ranks, world_size
 
 CHECK_FORMATS = ("text", "documents", "jsonl", "parallel", "muse", "freedict", "conllu")
@@ -167,12 +167,42 @@ def cmd_translate(args) -> None:
         print(f"chrF {scores['chrf']:.2f}  {scores['signatures']['chrf']}")
 
 
+LAYER_ON_DEV = "dev"
+
+
+def _layer_arg(text: str) -> int | str:
+    """`--layer`: a layer number, or "dev" (chosen on the dev set given by --dev-src/--dev-gold)."""
+    if text == LAYER_ON_DEV:
+        return text
+    try:
+        return int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a layer number or '{LAYER_ON_DEV}', got {text!r}") from None
+
+
 def cmd_align(args) -> None:
+    from metaxlm.data.benchmarks import load_alignment
     from metaxlm.features.alignment import align_file
 
-    n = align_file(args.model, args.src, args.tgt, args.out, layer=args.layer, method=args.method,
-                   batch_size=args.batch_size, tokenizer_dir=args.tokenizer, progress=not args.no_progress)
-    print(f"aligned {n:,} sentence pairs -> {args.out} (Pharaoh i-j, 0-based)")
+    on_dev = args.layer == LAYER_ON_DEV
+    if on_dev and not (args.dev_src and args.dev_gold):
+        raise ConfigError("align --layer dev needs the dev set: --dev-src (and --dev-tgt for two line-aligned files) "
+                          "and --dev-gold")
+    if not on_dev and (args.dev_src or args.dev_tgt or args.dev_gold):
+        raise ConfigError("align: --dev-src/--dev-tgt/--dev-gold choose the layer with --layer dev; give it, or "
+                          "leave them out")
+    gold_options = {"fmt": args.gold_format, "src_base": args.gold_word_base, "sid_base": args.gold_sid_base}
+    # both gold sets are read (and checked, naming file and line) before the model loads
+    dev = load_alignment(args.dev_src, args.dev_tgt, args.dev_gold, **gold_options) if on_dev else None
+    gold = load_alignment(args.src, args.tgt, args.gold, **gold_options) if args.gold else None
+    done = align_file(args.model, args.src, args.tgt, args.out, layer=None if on_dev else args.layer, dev=dev,
+                      gold=gold, method=args.method, batch_size=args.batch_size, tokenizer_dir=args.tokenizer,
+                      progress=not args.no_progress)
+    print(f"aligned {done.pairs:,} sentence pairs at layer {done.layer} -> {args.out} (Pharaoh i-j, 0-based)")
+    if done.scores is not None:
+        s = done.scores
+        print(f"against {args.gold}: AER {100 * s['aer']:.1f}%, precision {100 * s['precision']:.1f}%, "
+              f"recall {100 * s['recall']:.1f}%, F1 {100 * s['f1']:.1f}%")
 
 
 def cmd_report(args) -> None:
@@ -238,8 +268,20 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--src", required=True, help="'src ||| tgt' lines, or the source side of two line-aligned files")
     p.add_argument("--tgt", help="target side (line-aligned with --src)")
     p.add_argument("--out", required=True)
-    p.add_argument("--layer", type=int, default=None, help="encoder layer (default: the aligner's default)")
+    p.add_argument("--layer", type=_layer_arg, default=None,
+                   help="encoder layer, or 'dev': the layer of lowest AER on the dev set (--dev-src, --dev-gold; "
+                        "ties: the shallower layer). Default: the aligner's default layer")
     p.add_argument("--method", choices=("ot", "argmax", "itermax"), default="ot")
+    p.add_argument("--dev-src", help="with --layer dev: 'src ||| tgt' lines, or the source side of a dev set")
+    p.add_argument("--dev-tgt", help="with --layer dev: the dev set's target side (line-aligned with --dev-src)")
+    p.add_argument("--dev-gold", help="with --layer dev: the dev set's gold links (see --gold-format)")
+    p.add_argument("--gold", help="gold links for the input pairs: print the AER, precision, recall and F1 of the "
+                                  "written links")
+    p.add_argument("--gold-format", choices=("pharaoh", "sid"), default="pharaoh",
+                   help="gold files: 'i-j'/'ipj' per line (pharaoh) or 'sid i j [S|P]' lines (sid)")
+    p.add_argument("--gold-word-base", type=int, choices=(0, 1), default=0, help="word indices of the gold files")
+    p.add_argument("--gold-sid-base", type=int, choices=(0, 1), default=0,
+                   help="sid format: the sentence id of the first line")
     p.add_argument("--batch-size", type=int, default=64)
     p.add_argument("--no-progress", action="store_true")
     p.set_defaults(func=cmd_align)

@@ -13,7 +13,9 @@ from typing import Any, Literal
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
+from metaxlm.data.examples import DEV_FRACTION
 from metaxlm.errors import ConfigError
+from metaxlm.features.aligner_defaults import DEFAULT_ALPHA, DEFAULT_EPS, DEFAULT_MAX_COUNT, DEFAULT_N_ITER
 from metaxlm.languages import check_language
 from metaxlm.textpolicy import text_problem
 
@@ -230,6 +232,9 @@ class RetrievalEvalSpec(Strict):
     max_pairs: int | None = Field(None, ge=1)
 
 
+PAPER_MU = 1.0  # XLM-Align's μ for its own kernel (Table 11)
+
+
 class AlignmentEvalSpec(Strict):
     """A gold word-alignment set: line-aligned sentences and gold links, with index bases declared per file."""
 
@@ -239,19 +244,23 @@ class AlignmentEvalSpec(Strict):
     format: Literal["pharaoh", "sid"] = "pharaoh"  # "i-j"/"ipj" per line, or "sid i j [S|P]" lines
     word_base: Literal[0, 1] = 0
     sid_base: Literal[0, 1] = 0
+    # the share of the set's first pairs held out as dev, where the reported layer is chosen; AER is reported on the
+    # rest (data.examples.dev_test_split). 0: no dev part, everything is test and the layer is the fixed default.
+    dev_fraction: float = Field(DEV_FRACTION, ge=0.0, lt=1.0)
     method: Literal["ot", "argmax", "itermax"] = "ot"
-    # the OT aligner (method ot): metaxlm's evaluation defaults (cosine kernel, μ 0.2, one filtering iteration) or
-    # XLM-Align's settings under the paper's names (kernel: paper, mu: 1.0, filter_iters: 2; filtering: eq9 / none)
+    # the OT aligner (method ot): metaxlm's evaluation defaults (features/aligner_defaults.py: cosine kernel, μ 0.2,
+    # one filtering iteration, chosen on dev) or XLM-Align's settings under the paper's names (kernel: paper,
+    # mu: 1.0, filter_iters: 2; filtering: eq9 / none)
     kernel: Literal["cosine", "paper"] = "cosine"
-    mu: float | None = Field(None, gt=0.0)            # default: 0.2 for the cosine kernel, 1.0 for the paper's
-    sinkhorn_iters: int = Field(2, ge=0)
-    filter_iters: int = Field(1, ge=1)
-    alpha: float = Field(0.9, ge=0.0, le=1.0)
+    mu: float | None = Field(None, gt=0.0)            # default: DEFAULT_EPS for the cosine kernel, 1.0 for the paper's
+    sinkhorn_iters: int = Field(DEFAULT_N_ITER, ge=0)
+    filter_iters: int = Field(DEFAULT_MAX_COUNT, ge=1)
+    alpha: float = Field(DEFAULT_ALPHA, ge=0.0, le=1.0)
     filtering: Literal["released", "eq9", "none"] = "released"
 
     def aligner_settings(self) -> dict:
         """WordAligner keywords for this spec."""
-        mu = self.mu if self.mu is not None else (0.2 if self.kernel == "cosine" else 1.0)
+        mu = self.mu if self.mu is not None else (DEFAULT_EPS if self.kernel == "cosine" else PAPER_MU)
         return {"kernel": self.kernel, "eps": mu, "n_iter": self.sinkhorn_iters, "max_count": self.filter_iters,
                 "alpha": self.alpha, "filtering": self.filtering}
 

@@ -22,7 +22,7 @@ import numpy as np
 import torch
 
 __all__ = [
-    "accuracy", "accuracy_at_1", "alignment_scores", "mean_std", "normalize_answer", "qa_tokens",
+    "accuracy", "accuracy_at_1", "alignment_scores", "lowest_aer_layer", "mean_std", "normalize_answer", "qa_tokens",
     "seqeval_f1", "span_f1", "squad_em_f1", "transfer_gap",
 ]
 
@@ -208,6 +208,13 @@ def alignment_scores(pred: Sequence[Iterable[tuple[int, int]]], sure: Sequence[I
     precision, recall = _ratio(a_and_p, n_a), _ratio(a_and_s, n_s)
     return {"aer": 1.0 - (a_and_s + a_and_p) / (n_a + n_s), "precision": precision, "recall": recall,
             "f1": _f1(precision, recall)}
+
+
+def lowest_aer_layer(layers: Sequence[int], aer: Sequence[float | None]) -> int | None:
+    """The layer with the lowest AER (None/NaN values skipped; None when there is none). Ties go to the shallower
+    layer: the encoder stops at the highest layer needed, so it is the cheaper one to align with."""
+    scored = [(float(a), layer) for layer, a in zip(layers, aer, strict=True) if a is not None and not math.isnan(a)]
+    return min(scored)[1] if scored else None
 
 
 # --- aggregation over seeds and languages -------------------------------------------------------------

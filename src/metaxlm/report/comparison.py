@@ -6,8 +6,8 @@ Rules (the section's text states them too):
 - Headline numbers, one or two columns per task or probe set:
   zero-shot and translate-train tasks (those with a source language): the target-language average and the source
   language's score; supervised tasks: the average over languages; translation: BLEU and chrF averaged over the
-  language pairs; retrieval sets: accuracy@1 at the last layer and at the model's best layer; alignment sets: AER
-  at the model's best (lowest) layer. Scores in percent, BLEU/chrF and QA EM/F1 as their scripts report them.
+  language pairs; retrieval sets: accuracy@1 at the last layer and at the model's best layer; alignment sets: the
+  test AER at the layer chosen on the set's dev part (report/results.py AlignmentResult). Scores in percent, BLEU/chrF and QA EM/F1 as their scripts report them.
 - Cells: mean ± std over fine-tuning seeds, as in the task tables (no std for one seed; the probes are
   deterministic, so they have none). Missing data: "–".
 - Difference: model − control, in the column's units (also for AER, where lower is better). It is marked (bold)
@@ -29,7 +29,7 @@ from metaxlm.metrics import mean_std
 from metaxlm.report import plots
 from metaxlm.report.cells import DASH, best_index, cell, n_seeds, percent_scale, slug, task_languages
 from metaxlm.report.document import Figure, Section, Table, Text
-from metaxlm.report.results import ModelResult, number, report_config
+from metaxlm.report.results import AlignmentResult, ModelResult, number, report_config
 
 TITLE = "Method comparison"
 LAYERS_FIGURE = "comparison_layers.png"
@@ -95,15 +95,20 @@ def _layer_score(layers: list[int], values: list[float], index: int | None, at_b
 
 
 def probe_headlines(model: ModelResult) -> list[tuple[str, Score]]:
-    """Retrieval: accuracy@1 (%) at the last and at the best layer; alignment: AER (%) at the best layer."""
+    """Retrieval: accuracy@1 (%) at the last and at the best layer; alignment: test AER (%) at the layer chosen on
+    dev (report/results.py AlignmentResult)."""
     out = []
     for name, r in model.data.get("retrieval", {}).items():
         accuracy = [number(v) * 100 for v in r["average"]]
         out += [(f"{name}: acc@1 last", _layer_score(r["layers"], accuracy, len(accuracy) - 1, at_best=False)),
                 (f"{name}: acc@1 best", _layer_score(r["layers"], accuracy, best_index(accuracy), at_best=True))]
-    for name, a in model.data.get("alignment", {}).items():
-        aer = [number(v) * 100 for v in a["aer"]]
-        out.append((f"{name}: AER best", _layer_score(a["layers"], aer, best_index(aer, lowest=True), at_best=True)))
+    for name, entry in model.data.get("alignment", {}).items():
+        a = AlignmentResult.of(entry)
+        aer = [v * 100 for v in a.test["aer"]]
+        index = None if a.layer is None else a.layers.index(a.layer)
+        # results written before the dev/test split have no test AER: a column of their own, named for what it is
+        label = f"{name}: test AER" if a.is_test else f"{name}: AER best (no dev split)"
+        out.append((label, _layer_score(a.layers, aer, index, at_best=True)))
     return out
 
 
@@ -199,14 +204,22 @@ def layer_figure(path: Path, models: list[ModelResult], colors: dict[str, str]) 
     """Every retrieval set (accuracy@1) and every alignment set (AER) as panels of one figure, one line per model;
     False (and no file) when no model has a probe."""
     panels: dict[str, dict[str, tuple[list[int], list[float]]]] = {}
-    for kind, key, label in (("retrieval", "average", "accuracy@1 (%)"), ("alignment", "aer", "AER (%, lower is better)")):
-        for m in models:
-            for name, entry in m.data.get(kind, {}).items():
-                values = [number(v) * 100 for v in entry[key]]
-                panels.setdefault(f"{kind} {name}: {label}", {})[m.name] = (entry["layers"], values)
+    marked: dict[str, dict[str, int]] = {}
+    for m in models:
+        for name, entry in m.data.get("retrieval", {}).items():
+            panels.setdefault(f"retrieval {name}: accuracy@1 (%)", {})[m.name] = (
+                entry["layers"], [number(v) * 100 for v in entry["average"]])
+    for m in models:
+        for name, entry in m.data.get("alignment", {}).items():
+            a = AlignmentResult.of(entry)
+            panel = f"alignment {name}: test AER (%, lower is better)"
+            panels.setdefault(panel, {})[m.name] = (a.layers, [v * 100 for v in a.test["aer"]])
+            if a.layer is not None:
+                marked.setdefault(panel, {})[m.name] = a.layer
     if not panels:
         return False
-    plots.layer_curves(path, "Retrieval and word alignment against layer", "percent", panels, colors)
+    plots.layer_curves(path, "Retrieval and word alignment against layer (alignment: ringed = layer chosen on dev)",
+                       "percent", panels, colors, marked=marked)
     return True
 
 
@@ -231,13 +244,15 @@ def comparison_section(models: list[ModelResult], control: str, fig_dir: Path, c
              "Headline numbers: for zero-shot (and translate-train) tasks the average over the target languages and "
              "the source language's score; for supervised tasks the average over languages; for translation BLEU "
              "and chrF averaged over the language pairs; for retrieval accuracy@1 at the last layer and at each "
-             "model's best layer; for word alignment the AER at each model's best layer. Cells are mean ± std over "
+             "model's best layer; for word alignment the test AER at the layer chosen on each set's dev part "
+             "(lowest dev AER). Cells are mean ± std over "
              "fine-tuning seeds (the probes are deterministic: no std); – marks missing data. A difference is "
              "bold when it exceeds the combined seed std, sqrt(std_model² + std_control²), which needs two or "
              "more seeds on both sides."),
         scores, differences]
     if layer_figure(fig_dir / LAYERS_FIGURE, ordered, colors):
-        blocks.append(Figure(LAYERS_FIGURE, "retrieval accuracy@1 and AER against layer, all methods"))
+        blocks.append(Figure(LAYERS_FIGURE, "retrieval accuracy@1 and test AER against layer, all methods; ringed: "
+                                            "the alignment layer chosen on dev"))
     spreads = task_spreads(ordered)
     chosen = most_different(spreads)
     if chosen is not None:

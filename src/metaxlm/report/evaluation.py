@@ -9,8 +9,18 @@ Input: every `<run>/eval/<model_name>/results.json` (written by evaluation/recip
      "transfer_matrix": {"<task>": {"languages": ["en", "de"], "scores": [[..], [..]]}},  # rows source, cols target
      "retrieval": {"<set>": {"layers": [0, 1, ..], "average": [..],
                              "per_language": {"de": {"src2tgt": [..], "tgt2src": [..], "mean": [..]}}}},
-     "alignment": {"<set>": {"method": "ot", "layers": [..], "aer": [..], "precision": [..], "recall": [..],
-                             "f1": [..]}}}
+     "alignment": {"<set>": {"method": "ot", "pairs": 508, "settings": {..}, "layers": [..],
+                             "split": {"dev_fraction": 0.3, "dev_pairs": 153, "test_pairs": 355},
+                             "dev": {"aer": [..], "precision": [..], "recall": [..], "f1": [..]},  # per layer
+                             "test": {"aer": [..], "precision": [..], "recall": [..], "f1": [..]},
+                             "chosen_layer": 7, "chosen_on": "dev"}}}
+
+An alignment set is split once by its file order (data.examples.dev_test_split: the first 30% of its pairs are dev)
+and encoded once; "chosen_layer" has the lowest dev AER (ties: the shallower layer), and every AER the report shows
+is the test AER at that layer. Without a dev part (`dev_fraction: 0`) there is no "dev", "test" is the whole set
+and "chosen_on" is "fixed default" (the aligner's default layer). Results written before the split have the
+whole set's "aer", "precision", ... at the top level and no "test": the report reads them, shows the layer of
+lowest AER on those same sentences and says so (report/results.py AlignmentResult).
 
 Scores are fractions 0..1 (shown in percent) except QA EM/F1, already 0..100 like the official script. Every key
 but model_name is optional; numbers may be null. Output, in out_dir (default <first run>/report): report.md,
@@ -30,6 +40,7 @@ import json
 import math
 from pathlib import Path
 
+from metaxlm.data.examples import DEV_FRACTION
 from metaxlm.errors import DataError, MetaXLMError
 from metaxlm.io import atomic_dir, atomic_write_text
 from metaxlm.report import plots
@@ -40,9 +51,31 @@ from metaxlm.report.document import Bullets, Figure, Section, Table, Text, markd
 from metaxlm.report.findings import findings_section
 from metaxlm.report.html import render_html
 from metaxlm.report.pretraining import BY_LANGUAGE_PNG, CURVES_PNG, plot_comparison
-from metaxlm.report.results import ModelResult, collect_results, final_models, number
+from metaxlm.report.results import (
+    ALIGNMENT_METRICS,
+    CHOSEN_ON_DEV,
+    FIXED_DEFAULT,
+    NO_DEV_SPLIT,
+    AlignmentResult,
+    ModelResult,
+    collect_results,
+    final_models,
+    number,
+)
 
 TITLE = "MetaXLM evaluation report"
+# How the alignment table names where its layer comes from (report/results.py AlignmentResult.chosen_on).
+CHOSEN_ON_TEXT = {CHOSEN_ON_DEV: "dev", FIXED_DEFAULT: "fixed default (no dev part)",
+                  NO_DEV_SPLIT: "the scored sentences (older results, no dev split)"}
+CHOSEN_ON_CAPTION = {
+    CHOSEN_ON_DEV: "Test scores at the layer chosen on dev (lowest dev AER; ties: the shallower layer).",
+    FIXED_DEFAULT: f"'{CHOSEN_ON_TEXT[FIXED_DEFAULT]}': a set without a dev part (dev_fraction 0) is scored whole "
+                   "at the aligner's default layer.",
+    NO_DEV_SPLIT: f"'{CHOSEN_ON_TEXT[NO_DEV_SPLIT]}': results written before the split; their layer is the lowest "
+                  "AER on the very sentences scored, so their 'test' columns are not test scores and flatter the "
+                  "model."}
+
+
 def task_table(task: str, entries: dict[str, dict]) -> Table:
     """Rows = models, columns = languages (source first), avg and transfer gap; best per column in bold."""
     langs = task_languages(entries)
@@ -184,26 +217,37 @@ def _feature_sections(models: list[ModelResult], fig_dir: Path, colors: dict[str
             Table(["model", "set", "best layer", "acc@1 (%) at best", "acc@1 (%) at last layer"], rows,
                   text_columns=2)]))
     alignment: dict[str, dict] = {}
+    marked: dict[str, dict[str, int]] = {}
+    chosen_on: set[str] = set()
     rows = []
     for m in models:
-        for name, a in m.data.get("alignment", {}).items():
-            aer = [number(v) * 100 for v in a["aer"]]
-            alignment.setdefault(name, {})[m.name] = (a["layers"], aer)
-            best = best_index(aer, lowest=True)
-            at_best = [DASH if best is None or key not in a else _f(number(a[key][best]) * 100)
-                       for key in ("aer", "precision", "recall", "f1")]
-            rows.append([m.name, name, str(a.get("method", "?")), DASH if best is None else str(a["layers"][best]),
-                         *at_best, _f(aer[-1])])
+        for name, entry in m.data.get("alignment", {}).items():
+            a = AlignmentResult.of(entry)
+            chosen_on.add(a.chosen_on)
+            alignment.setdefault(name, {})[m.name] = (a.layers, [v * 100 for v in a.test["aer"]])
+            if a.layer is not None:
+                marked.setdefault(name, {})[m.name] = a.layer
+            pairs = (DASH if a.test_pairs is None else f"no split ({a.test_pairs})" if not a.is_test
+                     else f"{a.dev_pairs} / {a.test_pairs}")
+            rows.append([m.name, name, str(entry.get("method", "?")), pairs,
+                         DASH if a.layer is None else str(a.layer), CHOSEN_ON_TEXT[a.chosen_on],
+                         _f(a.at_layer("aer", "dev") * 100),
+                         *(_f(a.at_layer(key) * 100) for key in ALIGNMENT_METRICS), _f(a.test["aer"][-1] * 100)])
     if alignment:
         rows.sort(key=lambda row: list(alignment).index(row[1]))  # group by alignment set, models in order
-        plots.layer_curves(fig_dir / "alignment.png", "Word alignment error rate against layer (lower is better)",
-                           "AER (%)", alignment, colors)
+        plots.layer_curves(fig_dir / "alignment.png", "Word alignment: test AER against layer (lower is better); "
+                           "ringed: the layer chosen on dev", "test AER (%)", alignment, colors, marked=marked)
         sections.append(Section("Word alignment against layer", [
-            Text("Alignment error rate with sure/possible gold links (as the MetaXLM paper's Figure 4); the table "
-                 "gives precision, recall and F1 at each model's best layer."),
-            Figure("alignment.png", "AER against layer"),
-            Table(["model", "set", "method", "best layer", "AER (%)", "precision (%)", "recall (%)", "F1 (%)",
-                   "AER (%) at last layer"], rows, text_columns=3)]))
+            Text("Alignment error rate with sure/possible gold links (as the MetaXLM paper's Figure 4). Each gold "
+                 "set is split once by its file order: its first pairs are dev (`dev_fraction`, by default "
+                 f"{DEV_FRACTION:.0%}), the rest test. The layer is chosen on dev (lowest dev AER; ties: the "
+                 "shallower layer) and every AER, precision, recall and F1 shown is on the test pairs, at that "
+                 "layer. The figure shows the test AER at every layer, the chosen layer ringed."),
+            Figure("alignment.png", "test AER against layer; ringed: the layer chosen on dev"),
+            Table(["model", "set", "method", "dev / test pairs", "layer", "layer chosen on", "dev AER (%)",
+                   "test AER (%)", "test precision (%)", "test recall (%)", "test F1 (%)",
+                   "test AER (%) at last layer"], rows, text_columns=6,
+                  caption=" ".join(text for kind, text in CHOSEN_ON_CAPTION.items() if kind in chosen_on))]))
     return sections
 
 

@@ -48,7 +48,7 @@ from metaxlm.errors import DataError
 from metaxlm.io import atomic_write_json, json_safe
 from metaxlm.report.cells import DASH, cell, n_seeds, percent_scale  # scores shown as in task tables
 from metaxlm.report.document import Bullets, Section, Table, Text
-from metaxlm.report.results import ModelResult, number, report_config
+from metaxlm.report.results import AlignmentResult, ModelResult, number, report_config
 
 REPRODUCED, NOT_REPRODUCED, INCONCLUSIVE, NO_DATA, NOT_RUN = (
     "reproduced", "not reproduced", "inconclusive", "no data", "not run")
@@ -285,9 +285,22 @@ def _check_tasks(finding: Finding, a: ModelResult, b: ModelResult, models: dict)
     return checks
 
 
+def _per_layer(kind: str, entry: dict) -> dict[int, float]:
+    """layer -> retrieval accuracy@1, or -> test AER (fractions; NaN = missing)."""
+    if kind == "retrieval":
+        return dict(zip(entry["layers"], map(number, entry["average"]), strict=True))
+    a = AlignmentResult.of(entry)
+    return dict(zip(a.layers, a.test["aer"], strict=True))
+
+
+def _aer_label(entry: dict) -> str:
+    return "test AER" if AlignmentResult.of(entry).is_test else "AER, no dev split"
+
+
 def _check_layers(finding: Finding, a: ModelResult, b: ModelResult, models: dict) -> list[Check]:
-    """Retrieval average accuracy@1 (higher) or AER (lower, layer 0 = embeddings excluded as in the paper)."""
-    kind, curve = finding.kind, "average" if finding.kind == "retrieval" else "aer"
+    """Retrieval average accuracy@1 (higher) or AER (lower, layer 0 = embeddings excluded as in the paper; on the
+    test pairs, report/results.py AlignmentResult)."""
+    kind = finding.kind
     probes_a, probes_b = a.data.get(kind, {}), b.data.get(kind, {})
     shared = [name for name in probes_a if name in probes_b]
     if not shared:
@@ -295,8 +308,7 @@ def _check_layers(finding: Finding, a: ModelResult, b: ModelResult, models: dict
     exclude = (0,) if kind == "alignment" else ()
     checks = []
     for name in shared:
-        by_layer = [dict(zip(probes[name]["layers"], map(number, probes[name][curve]), strict=True))
-                    for probes in (probes_a, probes_b)]
+        by_layer = [_per_layer(kind, probes[name]) for probes in (probes_a, probes_b)]
         result = compare_layers(*by_layer, finding.direction, exclude)
         word = "higher" if finding.direction == GREATER else "lower"
         measured = f"{word} at {len(result.holds_at)} of {len(result.considered)} layers"
@@ -306,7 +318,8 @@ def _check_layers(finding: Finding, a: ModelResult, b: ModelResult, models: dict
                      for values in by_layer]
             measured += ((f" (not at {', '.join(fails)})" if fails else "")
                          + f"; mean over layers {means[0]:.1f} vs {means[1]:.1f} (%)")
-        checks.append(Check(finding, f"{name} ({'acc@1' if kind == 'retrieval' else 'AER'})", measured,
+        checks.append(Check(finding, f"{name} ({'acc@1' if kind == 'retrieval' else _aer_label(probes_a[name])})",
+                            measured,
                             result.verdict, models,
                             {"layers": result.considered, "holds_at": result.holds_at,
                              "a": by_layer[0], "b": by_layer[1]}))
@@ -400,8 +413,8 @@ RULES = [
     "overlap, not reproduced when they do not; with one seed on both sides, inconclusive unless the means are "
     "identical.",
     "Layers (retrieval, AER; deterministic): reproduced when the claim holds at every layer both models have "
-    "(AER: layer 0, the embeddings, left out as in the paper), not reproduced when it fails at more than half of "
-    "them, inconclusive otherwise.",
+    "(AER: on each gold set's test pairs; layer 0, the embeddings, left out as in the paper), not reproduced when "
+    "it fails at more than half of them, inconclusive otherwise.",
     "Checkpoints (Fig. 5): MetaXLM's transfer gap at its last checkpoint below its first and XLM's above its "
     "first, each judged by the seed rule; reproduced when both parts are, not reproduced when either is not.",
     "Zero-shot findings compare each task's average over the target languages (the paper's Table 1 averages all "

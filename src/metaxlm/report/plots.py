@@ -144,12 +144,17 @@ def task_bars(path: Path, title: str, ylabel: str, languages: list[str],
 
 
 def layer_curves(path: Path, title: str, ylabel: str, panels: dict[str, dict[str, tuple[list[int], list[float]]]],
-                 colors: dict[str, str]) -> None:
-    """One panel per data set, one line per model: `panels[dataset][model] = (layers, values)`."""
+                 colors: dict[str, str], marked: dict[str, dict[str, int]] | None = None) -> None:
+    """One panel per data set, one line per model: `panels[dataset][model] = (layers, values)`. `marked[dataset]
+    [model]`: a layer whose point is ringed (e.g. the layer chosen on dev; the caller's caption says which)."""
     fig, axes = _panel_grid(len(panels), max_cols=3, size=(4.6, 3.6))
     for ax, (dataset, lines) in zip(axes, panels.items(), strict=False):
         for model, (layers, values) in lines.items():
             ax.plot(layers, values, marker="o", markersize=3, label=model, color=colors[model])
+            layer = (marked or {}).get(dataset, {}).get(model)
+            if layer in layers:
+                ax.plot([layer], [values[layers.index(layer)]], marker="o", markersize=10, fillstyle="none",
+                        markeredgewidth=1.5, linestyle="none", color=colors[model])
         _label_panel(ax, dataset, "layer (0 = embeddings)", ylabel)
     _save_panels(fig, axes, len(panels), title, path)
 

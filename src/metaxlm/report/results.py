@@ -18,6 +18,7 @@ from pydantic import ValidationError
 
 from metaxlm.config import ReportConfig
 from metaxlm.errors import DataError, MetaXLMError
+from metaxlm.metrics import lowest_aer_layer
 
 
 @dataclass
@@ -45,6 +46,52 @@ class ModelResult:
 def number(value) -> float:
     """A score as float, NaN for null (so missing values drop out of plots and show as "–")."""
     return math.nan if value is None else float(value)
+
+
+ALIGNMENT_METRICS = ("aer", "precision", "recall", "f1")
+CHOSEN_ON_DEV, FIXED_DEFAULT, NO_DEV_SPLIT = "dev", "fixed default", "no dev split"
+
+
+@dataclass(frozen=True)
+class AlignmentResult:
+    """One alignment set of a results.json as every section of the report shows it: the scores of its test part
+    per layer and the reported layer, which was chosen on its dev part (`chosen_on` "dev"), is the aligner's
+    fixed default (no dev part) or, in results written before the dev/test split (`NO_DEV_SPLIT`), is the lowest
+    AER over the very sentences scored: those scores are not test scores, and the report says so."""
+
+    layers: list[int]
+    test: dict[str, list[float]]       # ALIGNMENT_METRICS per layer, fractions, NaN for null
+    dev: dict[str, list[float]] | None
+    layer: int | None                  # the reported layer (None: no AER at any layer)
+    chosen_on: str                     # CHOSEN_ON_DEV, FIXED_DEFAULT or NO_DEV_SPLIT
+    dev_pairs: int | None = None
+    test_pairs: int | None = None
+
+    @classmethod
+    def of(cls, entry: dict) -> AlignmentResult:
+        def curves(scores: dict) -> dict[str, list[float]]:
+            return {k: [number(v) for v in scores[k]] for k in ALIGNMENT_METRICS if k in scores}
+
+        layers = list(entry["layers"])
+        if "test" not in entry:  # written before the split: one set of scores, the layer picked on them
+            test = curves(entry)
+            return cls(layers, test, None, lowest_aer_layer(layers, test["aer"]), NO_DEV_SPLIT, None,
+                       entry.get("pairs"))
+        split = entry.get("split") or {}
+        return cls(layers, curves(entry["test"]), curves(entry["dev"]) if entry.get("dev") else None,
+                   entry["chosen_layer"], entry["chosen_on"], split.get("dev_pairs"), split.get("test_pairs"))
+
+    @property
+    def is_test(self) -> bool:
+        """Whether `test` holds scores on sentences the layer was not chosen on."""
+        return self.chosen_on != NO_DEV_SPLIT
+
+    def at_layer(self, metric: str, part: str = "test") -> float:
+        """A metric (fraction) at the reported layer, on the test (or dev) part; NaN when missing."""
+        scores = self.test if part == "test" else self.dev or {}
+        if self.layer is None or metric not in scores:
+            return math.nan
+        return scores[metric][self.layers.index(self.layer)]
 
 
 def load_results(path: Path) -> dict:
@@ -107,16 +154,32 @@ def _check(data, path: Path) -> None:
             numbers(row, f"{where}.scores[{i}]")
             if len(row) != len(langs):
                 fail(f"{where}.scores[{i}]", f"expected {len(langs)} columns (one per target language)")
-    for kind, curve in (("retrieval", "average"), ("alignment", "aer")):
+    def scores(x, where: str, n_layers: int) -> None:
+        numbers(obj(x, where).get("aer"), f"{where}.aer", n_layers)
+        for key in ("precision", "recall", "f1"):
+            if key in x:
+                numbers(x[key], f"{where}.{key}", n_layers)
+
+    for kind in ("retrieval", "alignment"):
         for name, entry in obj(data.get(kind, {}), kind).items():
             where = f"{kind}.{name}"
             layers = obj(entry, where).get("layers")
             if not isinstance(layers, list) or not layers or not all(isinstance(x, int) for x in layers):
                 fail(f"{where}.layers", "expected a non-empty list of layer numbers")
-            numbers(entry.get(curve), f"{where}.{curve}", len(layers))
-            for key in ("precision", "recall", "f1"):
-                if kind == "alignment" and key in entry:
-                    numbers(entry[key], f"{where}.{key}", len(layers))
+            if kind == "retrieval":
+                numbers(entry.get("average"), f"{where}.average", len(layers))
+            elif "test" not in entry:  # written before the dev/test split: the whole set's scores
+                scores(entry, where, len(layers))
+            else:
+                scores(entry["test"], f"{where}.test", len(layers))
+                if entry.get("dev") is not None:
+                    scores(entry["dev"], f"{where}.dev", len(layers))
+                if entry.get("chosen_layer") not in layers:
+                    fail(f"{where}.chosen_layer", f"expected one of the layers {layers}")
+                if entry.get("chosen_on") not in (CHOSEN_ON_DEV, FIXED_DEFAULT):
+                    fail(f"{where}.chosen_on", f"expected {CHOSEN_ON_DEV!r} or {FIXED_DEFAULT!r}")
+                if entry.get("chosen_on") == CHOSEN_ON_DEV and entry.get("dev") is None:
+                    fail(f"{where}.dev", "a layer chosen on dev needs the dev scores")
 
 
 def variant_order(run: Path) -> list[str]:
