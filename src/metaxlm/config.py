@@ -161,6 +161,10 @@ class TrainConfig(Strict):
     grad_accum: int = Field(1, ge=1)
     lr: float = Field(5e-4, gt=0.0)
     warmup_steps: int = Field(100, ge=0)
+    # continuing a start model: for this many first steps only the modules the start lacked train (a freshly drawn
+    # MLM head, objectives' own heads, VECO's cross-attention), the body held; then the body joins with a warm-up
+    # of its own (pretrain/engine.py). 0 = off; a run without a start model or with nothing new trains normally
+    head_warmup_steps: int = Field(0, ge=0)
     betas: tuple[float, float] = (0.9, 0.98)
     eps: float = 1e-6
     weight_decay: float = Field(0.01, ge=0.0)
@@ -370,11 +374,12 @@ class RunConfig(Strict):
         return self.scaled(self.train)
 
     def scaled(self, train: TrainConfig) -> TrainConfig:
-        """`train` with its step budget, warmup and cadences times `scale` (each at least 1; warmup may be 0)."""
+        """`train` with its step budget, warmups and cadences times `scale` (each at least 1; warmups may be 0)."""
         if self.scale == 1.0:
             return train
         times = {key: max(1, round(getattr(train, key) * self.scale)) for key in ("steps", "eval_every", "save_every")}
-        return train.model_copy(update={**times, "warmup_steps": round(train.warmup_steps * self.scale)})
+        warmups = {key: round(getattr(train, key) * self.scale) for key in ("warmup_steps", "head_warmup_steps")}
+        return train.model_copy(update={**times, **warmups})
 
     def variant_order(self) -> list[str]:
         """Variants in an order where every variant comes after the variant it starts from."""

@@ -8,6 +8,7 @@ head whose decoder is tied to the word embeddings, so continued MLM training sta
 from __future__ import annotations
 
 import importlib.util
+import json
 from pathlib import Path
 
 import torch
@@ -105,3 +106,13 @@ def import_english_encoder(src: str | Path | None, out_dir: str | Path, *, seed:
             "vocab_size": config.vocab_size,
         })
     return out
+
+
+def drawn_at_import(model_dir: str | Path) -> set[str]:
+    """The weights `import_english_encoder` drew fresh when it wrote `model_dir` (the MLM head of an encoder that had
+    none; state-dict names), as its import record says; empty for any other directory."""
+    record = Path(model_dir) / IMPORT_RECORD
+    if not record.is_file():
+        return set()
+    info = json.loads(record.read_text(encoding="utf-8"))
+    return set(info.get("initialized") or ()) if info.get("kind") == "english-encoder" else set()

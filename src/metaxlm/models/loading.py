@@ -13,7 +13,8 @@ from pathlib import Path
 
 from metaxlm.errors import DataError
 
-__all__ = ["check_model_dir", "check_vocabulary_fits", "load_model_config", "load_pretrained", "quiet_transformers"]
+__all__ = ["check_model_dir", "check_vocabulary_fits", "fresh_parameters", "load_model_config", "load_pretrained",
+           "quiet_transformers"]
 
 SAFETENSORS_WEIGHTS = ("model.safetensors", "model.safetensors.index.json")  # single file, or sharded
 PICKLE_SUFFIXES = (".bin", ".pt", ".pth", ".ckpt", ".pkl", ".pickle")
@@ -87,6 +88,16 @@ def load_pretrained(model_class, model_dir: str | Path, **kwargs):
     use_safetensors=True makes transformers itself refuse a pickle checkpoint too."""
     load_model_config(model_dir)
     return model_class.from_pretrained(str(model_dir), use_safetensors=True, **kwargs)
+
+
+def fresh_parameters(model, lacked: set[str]) -> set[str]:
+    """The parameters of `model` (names as in `named_parameters()`) that a checkpoint lacked: those lacked under every
+    name they have. A tied parameter loaded under one of its names is not fresh: a new MLM head's decoder weight IS
+    the loaded word-embedding matrix, while its bias (tied to the head's own bias, both names lacked) is fresh."""
+    names: dict[int, set[str]] = {}
+    for name, p in model.named_parameters(remove_duplicate=False):
+        names.setdefault(id(p), set()).add(name)
+    return {name for name, p in model.named_parameters() if names[id(p)] <= lacked}
 
 
 def check_vocabulary_fits(model, tokenizer, model_dir: str | Path, tokenizer_dir: str | Path | None = None) -> None:

@@ -13,6 +13,12 @@ Read `pretrain()` top to bottom: set-up, then per optimizer step
   4. a non-finite loss stops the run before the optimizer step (the last checkpoint stays good);
   5. clip, AdamW, linear warm-up/decay, the objectives' after-step hooks; log; evaluate; checkpoint.
 
+New-head warm-up (`train.head_warmup_steps` = N, a run continuing a start model): for steps 1..N only the modules
+the start lacked train — a freshly drawn MLM head, the objectives' own new heads, VECO's cross-attention
+(`head_warmup_plan`) — while the body is held: its gradients are dropped before step 5, so AdamW skips it (no
+update, no weight decay, no moments). From step N+1 everything trains; the body's param groups get a linear warm-up
+of their own from step N (`compute.optim.linear_schedule`) and a fresh Adam state.
+
 Randomness is a function of (seed, step, rank) and the saved data positions and objective states, so `--resume`
 after a crash (even SIGKILL) continues exactly as the uninterrupted run would have.
 """
@@ -21,6 +27,7 @@ from __future__ import annotations
 
 import json
 import math
+import re
 import time
 from contextlib import nullcontext
 from dataclasses import dataclass
@@ -30,7 +37,7 @@ import torch
 from tqdm import tqdm
 
 from metaxlm.compute.fastpath import reuse_freed_memory, training_fast_path
-from metaxlm.compute.optim import adamw
+from metaxlm.compute.optim import adamw, linear_schedule
 from metaxlm.compute.precision import model_matmul_shapes, training_accelerator
 from metaxlm.config import TrainConfig
 from metaxlm.errors import MetaXLMError
@@ -90,6 +97,52 @@ def input_providers(objectives: dict[str, Objective]) -> dict[str, str | None]:
             raise MetaXLMError(f"objective {name!r} reads the inputs of {provider!r}, which must be another objective "
                                f"of the run on {objectives[name].batch_kind!r} batches preparing its own inputs")
     return providers
+
+
+def head_warmup_plan(module: ObjectiveModule, new_parameters: set[str] | None, cfg: TrainConfig
+                     ) -> tuple[set[str], str | None, dict]:
+    """The new-head warm-up (`train.head_warmup_steps`): the names (in `module`) of the trainable parameters it
+    holds for its steps — the body — the line that says what trains meanwhile, and that for summary.json.
+
+    New are the start model's `new_parameters` (what its checkpoint lacked: `recipe.new_in_start`) and the
+    objectives' own `new_parameters()`; every other trainable parameter is held. Nothing is held, and the run trains
+    normally (the line says why), when the run does not continue a start model (`new_parameters` None: every module
+    is new, there is no body to protect) or the start lacks nothing this run trains: a setting shared by a config's
+    variants must not fail the ones it does not apply to."""
+    steps = cfg.head_warmup_steps
+    if steps == 0:
+        return set(), None, {}
+    off = f"head warm-up: off (train.head_warmup_steps={steps}): "
+    if new_parameters is None:
+        return set(), off + "the run does not continue a start model (start_from); everything trains from step 1", {}
+    trainable = {n for n, p in module.named_parameters() if p.requires_grad}
+    new = trainable & ({f"model.{n}" for n in new_parameters} |
+                       {f"objectives.{name}.{n}" for name, o in module.objectives.items() for n in o.new_parameters()})
+    held = trainable - new
+    if not new or not held:
+        why = "the start model has every module this run trains" if not new else "every trainable module is new"
+        return set(), off + why + "; everything trains from step 1", {}
+    sizes = dict(module.named_parameters())
+    count = {k: sum(sizes[n].numel() for n in names) for k, names in (("new", new), ("held", held))}
+    modules = new_modules(new, trainable)
+    whole = " (the whole run: the body never trains)" if steps >= cfg.steps else ""
+    note = (f"head warm-up: steps 1-{steps} train only what the start lacked, {count['new']:,} parameters in "
+            f"{', '.join(modules)}; the body ({count['held']:,} parameters) is held, then joins with a "
+            f"{min(cfg.warmup_steps, cfg.steps)}-step lr warm-up of its own{whole}")
+    return held, note, {"steps": steps, "modules": modules, "new_parameters": count["new"],
+                        "held_parameters": count["held"]}
+
+
+def new_modules(new: set[str], trainable: set[str]) -> list[str]:
+    """The largest modules (below `model.` / `objectives.`) all of whose trainable parameters are new, naming every
+    new parameter once; a layer index as * (VECO's cross-attention is one entry, not one per layer)."""
+    found = set()
+    for name in new:
+        parts = name.split(".")
+        owner = next((p for p in (".".join(parts[:k]) for k in range(2, len(parts)))
+                      if all(t in new for t in trainable if t.startswith(p + "."))), name)
+        found.add(re.sub(r"\.\d+(?=\.|$)", ".*", owner))
+    return sorted(found)
 
 
 def step_generator(seed: int, step: int) -> torch.Generator:
@@ -157,19 +210,23 @@ def last_logged(metrics: Path, step: int) -> dict:
 
 def pretrain(*, model, tokenizer, train_data: dict, heldout_data: dict, cfg: TrainConfig, alpha: float, seed: int,
              out_dir: str | Path, resume: bool = False, resume_from: str | Path | None = None, progress: bool = True,
-             objectives: dict[str, Objective] | None = None, parallel_data: dict | None = None) -> PretrainResult:
+             objectives: dict[str, Objective] | None = None, parallel_data: dict | None = None,
+             new_parameters: set[str] | None = None) -> PretrainResult:
     """Train `model` (an HF *ForMaskedLM of a registered arch) on prepared data; write checkpoints, metrics, `final/`.
 
     `objectives`: built objectives (default: `cfg.objectives` built with a context that knows only the tokenizer);
     each is fed batches of its `batch_kind` from `train_data` (monolingual) or `parallel_data` (translation pairs).
     `resume`: continue from the latest checkpoint; `resume_from`: from this checkpoint directory.
+    `new_parameters`: when `model` continues a start model, the names (as in its `named_parameters()`) of the
+    parameters the start lacked, trained alone during the new-head warm-up (`cfg.head_warmup_steps`); None: the
+    model is not a continuation.
     """
     # -- set-up ------------------------------------------------------------------------------------------------
     layout = VariantDir(Path(out_dir))
     # objectives' buffers (queues, EMA copies) are per process: DDP must not overwrite them with rank 0's. An
     # architecture's own modules (VECO's cross-attention) get no gradient from objectives that do not use them (MLM
     # in IS mode, CS weights 0): DDP must be told that parameters may go unused, or it fails on the next step.
-    from accelerate.utils import DistributedDataParallelKwargs
+    from accelerate.utils import DistributedDataParallelKwargs, DistributedType
 
     may_go_unused = bool(arch_of(model).own_parameters(model))
     acc, precision = training_accelerator(
@@ -205,12 +262,16 @@ def pretrain(*, model, tokenizer, train_data: dict, heldout_data: dict, cfg: Tra
 
     hf_model = model
     module = ObjectiveModule(hf_model, objectives)
+    held, warmup_note, warmup_record = head_warmup_plan(module, new_parameters, cfg)
+    if held and acc.distributed_type in (DistributedType.FSDP, DistributedType.DEEPSPEED):
+        raise MetaXLMError(f"train.head_warmup_steps: the new-head warm-up drops the body's gradients parameter by "
+                           f"parameter, which sharded training ({acc.distributed_type.value}) does not allow: use "
+                           f"one process or DDP, or set it to 0")
     optimizer = adamw(module.named_parameters(), lr=cfg.lr, betas=cfg.betas, eps=cfg.eps,
                       weight_decay=cfg.weight_decay,
-                      lr_scales={f"objectives.{n}.": o.options.lr_scale for n, o in objectives.items()})
-    from transformers import get_linear_schedule_with_warmup
-
-    scheduler = get_linear_schedule_with_warmup(optimizer, min(cfg.warmup_steps, cfg.steps), cfg.steps)
+                      lr_scales={f"objectives.{n}.": o.options.lr_scale for n, o in objectives.items()}, held=held)
+    scheduler = linear_schedule(optimizer, min(cfg.warmup_steps, cfg.steps), cfg.steps,
+                                held_steps=cfg.head_warmup_steps)
     start, tokens = 0, 0
     if resume or resume_from:
         path = Path(resume_from) if resume_from else latest_checkpoint(layout.ckpt)
@@ -222,9 +283,15 @@ def pretrain(*, model, tokenizer, train_data: dict, heldout_data: dict, cfg: Tra
         start, tokens = state["step"], state.get("tokens", 0)
     module, optimizer = acc.prepare(module, optimizer)
     module.train()
+    # the body's parameters as the optimizer holds them (adamw put them in groups of their own), and the group
+    # whose lr the new modules follow
+    held_params = [p for group in optimizer.param_groups if group.get("held") for p in group["params"]]
+    new_group = next(i for i, group in enumerate(optimizer.param_groups) if not group.get("held"))
     log = RunLog(layout, main=acc.is_main_process, start=start, resume=bool(resume or resume_from))
     if acc.is_main_process and progress:
         print(f"pretrain {layout.root.name}: precision {precision.precision} ({precision.reason})", flush=True)
+    if acc.is_main_process and warmup_note:
+        print(f"pretrain {layout.root.name}: {warmup_note}", flush=True)
 
     def evaluate(step: int) -> dict[str, float]:
         record = {"step": step}
@@ -298,7 +365,13 @@ def pretrain(*, model, tokenizer, train_data: dict, heldout_data: dict, cfg: Tra
                                 f"was not applied. Last good checkpoint: {good or 'none yet'}. Lower train.lr or "
                                 f"check the data, then rerun with --resume.")
 
-        # 5. update, then the objectives' after-step hooks (EMA, queues)
+        # 5. update, then the objectives' after-step hooks (EMA, queues). In the new-head warm-up the body's
+        # gradients are dropped: AdamW skips a parameter without one (no update, no decay, no moment), so the body
+        # stays bit-identical and starts a fresh Adam state when it joins; the clipping norm is the new modules'
+        warming = bool(held_params) and step <= cfg.head_warmup_steps
+        if warming:
+            for p in held_params:
+                p.grad = None
         grad_norm = acc.clip_grad_norm_(module.parameters(), cfg.clip)
         optimizer.step()
         scheduler.step()
@@ -312,6 +385,8 @@ def pretrain(*, model, tokenizer, train_data: dict, heldout_data: dict, cfg: Tra
         secs = time.perf_counter() - t0
         last = {"step": step, "loss": loss_total, "lr": scheduler.get_last_lr()[0], "grad_norm": float(grad_norm),
                 "tokens_per_s": step_tokens / secs, "tokens": tokens}
+        if held_params:  # `lr` is the body's; the new modules follow their own schedule
+            last.update({"lr/new": scheduler.get_last_lr()[new_group], **({"head_warmup": 1} if warming else {})})
         if len(names) > 1:
             last.update({f"loss/{n}": v for n, v in per_objective.items()})
         # what the batch sources had to cut or skip (truncated pairs, empty sides), cumulative
@@ -355,7 +430,8 @@ def pretrain(*, model, tokenizer, train_data: dict, heldout_data: dict, cfg: Tra
         heldout = heldout_mlm_loss(hf_model, eval_rows, heldout_mlm, seed=seed + 12345, autocast=acc.autocast) \
             if eval_rows else {}
         atomic_write_json(layout.summary, {"steps": cfg.steps, "last": last, "heldout_loss": heldout,
-                                           "precision": precision.record()})
+                                           "precision": precision.record(),
+                                           **({"head_warmup": warmup_record} if warmup_record else {})})
         log.close()
     acc.wait_for_everyone()
     return PretrainResult(layout.root, layout.final, cfg.steps, heldout)

@@ -175,10 +175,13 @@ def initialize_variant(cfg: RunConfig, variant: str, model, tokenizer, train_dat
     return report
 
 
-def load_start_model(cfg: RunConfig, variant: str, tokenizer, *, progress: bool = True):
+def load_start_model(cfg: RunConfig, variant: str, tokenizer, *, progress: bool = True,
+                     output_new_parameters: bool = False):
     """The model a `start_from` variant continues: an MLM checkpoint as it is, an encoder without an MLM head
     with a fresh head tied to its embeddings. Its vocabulary must be the run's (the data is tokenized with it), or
-    the run's vocabulary a trim of it (`vocab.trim`: its trim_map.json names the rows kept)."""
+    the run's vocabulary a trim of it (`vocab.trim`: its trim_map.json names the rows kept).
+
+    `output_new_parameters`: return (model, the names of the parameters the start lacked: `new_in_start`)."""
     import json
 
     from transformers import AutoModelForMaskedLM
@@ -214,10 +217,31 @@ def load_start_model(cfg: RunConfig, variant: str, tokenizer, *, progress: bool 
             wait_for_main("importing the start model")
         path = start
     with quiet_transformers():
-        model = load_pretrained(AutoModelForMaskedLM, path)
+        model, loading = load_pretrained(AutoModelForMaskedLM, path, output_loading_info=True)
     if keep is not None:  # the rows of the pieces the trimmed vocabulary kept, in its order
         arch_of(model).select_vocabulary(model, keep)
-    return arch.adopt(model, model_cfg, seed=cfg.seed)
+    adopted = arch.adopt(model, model_cfg, seed=cfg.seed)
+    if not output_new_parameters:
+        return adopted
+    return adopted, new_in_start(path, loading["missing_keys"], model, adopted, arch)
+
+
+def new_in_start(path: Path, missing: set[str], loaded, adopted, arch) -> set[str]:
+    """The parameters of a start model (names as in `adopted.named_parameters()`) that its checkpoint did not
+    provide: what the checkpoint in `path` lacked (transformers' missing keys), what metaxlm drew when it imported it
+    (an encoder's new MLM head, per its import record), and what the architecture added adopting it (VECO's
+    cross-attention). A new-head warm-up (`train.head_warmup_steps`) trains these first."""
+    from metaxlm.models.english import drawn_at_import
+    from metaxlm.models.loading import fresh_parameters
+
+    new = fresh_parameters(loaded, set(missing) | drawn_at_import(path))
+    if adopted is loaded:
+        return new
+    lost = new - {n for n, _ in adopted.named_parameters()}  # adopt keeps a BERT model's names (VECO does)
+    if lost:
+        raise MetaXLMError(f"internal: the start's new parameters {sorted(lost)[:3]} have no counterpart in the "
+                           f"{type(adopted).__name__} made of it")
+    return new | arch.own_parameters(adopted)
 
 
 START_OF = "start_of:"  # evaluate.models: {start: "start_of:<variant>"}
@@ -273,8 +297,10 @@ def _run_pretrain(cfg: RunConfig, variant: str, *, resume: bool, resume_from: st
         raise MetaXLMError(f"no prepared data in {run.prepared}: run the vocab and prepare stages first")
     tokenizer = load_tokenizer(run.vocab)
     train_data = load_prepared(run.prepared, "mono")
+    new_parameters = None  # from scratch or initialized: not a continuation (every module is new)
     if cfg.variants[variant].start_from:
-        model = load_start_model(cfg, variant, tokenizer, progress=progress)
+        model, new_parameters = load_start_model(cfg, variant, tokenizer, progress=progress,
+                                                 output_new_parameters=True)
     else:
         model = build_mlm(cfg.model_for(variant), tokenizer, seed=cfg.seed)
         # on --resume the checkpoint overwrites these weights; initialization still sets up freezing
@@ -294,4 +320,4 @@ def _run_pretrain(cfg: RunConfig, variant: str, *, resume: bool, resume_from: st
     return pretrain(model=model, tokenizer=tokenizer, train_data=train_data, heldout_data=load_prepared(
                     run.prepared, "heldout"), cfg=train, alpha=cfg.data.alpha, seed=cfg.seed, out_dir=run.variant(
                     variant).root, resume=resume, resume_from=resume_from, progress=progress, objectives=objectives,
-                    parallel_data=load_prepared(run.prepared, "parallel"))
+                    parallel_data=load_prepared(run.prepared, "parallel"), new_parameters=new_parameters)

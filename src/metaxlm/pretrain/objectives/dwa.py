@@ -144,6 +144,7 @@ class DenoisingWordAlignment(MaskedLM):
             self.key.load_state_dict({k.removeprefix("key."): v for k, v in state.items() if k.startswith("key.")})
         except RuntimeError as err:
             raise ConfigError(f"train.objectives.dwa.head: {file}: {err}") from None
+        self.loaded_parameters |= {n for n, _ in self.named_parameters() if n.startswith(("query.", "key."))}
 
     # -- 1. inputs: masking (own, or TLM's) and the random draws of the query rule ------------------------------------
     def shares_inputs_with(self, names: list[str]) -> str | None:

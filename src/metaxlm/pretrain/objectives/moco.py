@@ -166,6 +166,7 @@ class MoCo(Objective):
             self.load_checkpoint_state(state, str(file))
         except RuntimeError as err:
             raise ConfigError(f"train.objectives.moco.state: {err}") from None
+        self.loaded_parameters |= {n for n, _ in self.named_parameters()}
 
 
 def _common_width(t: dict[str, torch.Tensor], *names: str, pad: int) -> list[tuple[torch.Tensor, torch.Tensor]]:
