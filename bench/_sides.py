@@ -61,8 +61,10 @@ def prepare_run(config: Path, overrides: list[str]) -> None:
         stage_prepare(cfg)
 
 
-def time_variant(config: Path, variant: str, overrides: list[str], *, warmup: int, threads: int) -> None:
-    """In the child process: run the variant, print `RESULT {json}` with its per-step seconds."""
+def time_variant(config: Path, variant: str, overrides: list[str], *, warmup: int, threads: int,
+                 extra=None) -> None:
+    """In the child process: run the variant, print `RESULT {json}` with its per-step seconds (and what
+    `extra(cfg, variant_dir)` measures after the run, a dict, when given)."""
     import torch
 
     from metaxlm.config import load_config
@@ -86,7 +88,8 @@ def time_variant(config: Path, variant: str, overrides: list[str], *, warmup: in
     print("RESULT " + json.dumps({"step_seconds": seconds, "tokens_per_step": tokens,
                                   "tokens_per_s": sum(r["tokens_per_s"] for r in timed) / len(timed),
                                   "losses": {k: v for k, v in timed[-1].items() if k.startswith("loss")},
-                                  "precision": summary["precision"], "threads": torch.get_num_threads()}), flush=True)
+                                  "precision": summary["precision"], "threads": torch.get_num_threads(),
+                                  **(extra(cfg, out) if extra else {})}), flush=True)
 
 
 def run_side(script: str, side: str, argv: list[str]) -> dict:
@@ -98,10 +101,10 @@ def run_side(script: str, side: str, argv: list[str]) -> dict:
     return json.loads(next(ln for ln in reversed(proc.stdout.splitlines()) if ln.startswith("RESULT "))[7:])
 
 
-def alternate(script: str, sides: tuple[str, str], argv: list[str], repeats: int) -> tuple[list[str], dict, dict]:
-    """Run the two sides `repeats` times each, alternating; (order, runs per side, best seconds per step)."""
-    a, b = sides
-    order = [s for k in range(repeats) for s in ((a, b) if k % 2 == 0 else (b, a))]
+def alternate(script: str, sides: tuple[str, ...], argv: list[str], repeats: int) -> tuple[list[str], dict, dict]:
+    """Run the sides `repeats` times each, alternating (A B C, C B A, ...); (order, runs per side, best seconds per
+    step)."""
+    order = [s for k in range(repeats) for s in (sides if k % 2 == 0 else sides[::-1])]
     runs: dict[str, list[dict]] = {s: [] for s in sides}
     for side in order:
         result = run_side(script, side, argv)

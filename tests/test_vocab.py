@@ -63,6 +63,9 @@ def test_trim_round_trip(tokenizer_dir, corpora, tmp_path):
     # English-only pieces are gone
     en_only = old("window", add_special_tokens=False)["input_ids"]
     assert all(old.convert_ids_to_tokens(i) not in new.get_vocab() for i in en_only if i != old.unk_token_id)
+    # the source tokenizer, whose ids the old ids are, is kept beside (full-vocabulary exports write it)
+    untrimmed = AutoTokenizer.from_pretrained(str(tmp_path / "trim" / "untrimmed"))
+    assert untrimmed.get_vocab() == old.get_vocab() and untrimmed("window")["input_ids"] == old("window")["input_ids"]
 
 
 def test_trim_min_count_keeps_fewer(tokenizer_dir, corpora, tmp_path):

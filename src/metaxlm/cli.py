@@ -316,7 +316,8 @@ def build_parser() -> argparse.ArgumentParser:
     p = vsub.add_parser("train", help="train (or load, with vocab.mode=load) the shared vocabulary of a config")
     _add_config_args(p)
     p.set_defaults(func=cmd_vocab_train)
-    p = vsub.add_parser("trim", help="keep only the pieces a corpus uses (writes trim_map.json: new id -> old id)")
+    p = vsub.add_parser("trim", help="keep only the pieces a corpus uses (writes trim_map.json: new id -> old id, "
+                                     "and the source tokenizer in untrimmed/)")
     p.add_argument("--tokenizer", required=True, help="HF tokenizer dir with sentencepiece.bpe.model")
     p.add_argument("--corpus", nargs="+", required=True, help="text/JSONL files, dirs or Arrow dirs")
     p.add_argument("--out", required=True)

@@ -110,8 +110,13 @@ class VocabConfig(Strict):
     model_type: Literal["unigram", "bpe"] = "unigram"
     character_coverage: float = Field(0.9995, gt=0.0, le=1.0)
     sample_sentences: int = Field(300_000, gt=0)
+    # keep only the pieces the corpus uses (trim_map.json maps new ids to old): the training vocabulary
     trim: bool = False
     trim_min_count: int = Field(1, ge=1)
+    # what a variant continuing a model (start_from) exports when the run's vocabulary is a trim of the start's:
+    # full: the start's whole vocabulary and tokenizer, the trained rows put back at their ids (pieces absent from the
+    # corpus keep the start's rows); trimmed: the training vocabulary as it is (other pieces are <unk>)
+    export: Literal["full", "trimmed"] = "full"
 
     @model_validator(mode="after")
     def _load_needs_path(self) -> VocabConfig:

@@ -29,9 +29,12 @@ from metaxlm.vocab.load import SPM_FILE
 def _vocab_fingerprint(cfg: RunConfig) -> str:
     corpora = cfg.data.mono_corpora()
     source = stamps.file_signature(cfg.vocab.path) if cfg.vocab.mode != "train" and cfg.vocab.path else None
-    return stamps.fingerprint(vocab=cfg.vocab.model_dump(), seed=cfg.seed, alpha=cfg.data.alpha,
+    # vocab.export only decides what pretraining writes; a trimmed vocabulary made before it kept its untrimmed/ copy
+    # (which the full export reads) is made again
+    layout = {"untrimmed_copy": True} if cfg.vocab.trim else {}
+    return stamps.fingerprint(vocab=cfg.vocab.model_dump(exclude={"export"}), seed=cfg.seed, alpha=cfg.data.alpha,
                               skip_bad=cfg.data.skip_bad, corpora={k: v.model_dump() for k, v in corpora.items()},
-                              files=stamps.input_files(corpora), source=source)
+                              files=stamps.input_files(corpora), source=source, **layout)
 
 
 def _prepare_fingerprint(cfg: RunConfig) -> str:

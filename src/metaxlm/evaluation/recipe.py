@@ -10,8 +10,10 @@ Each finished part (one task, one retrieval set, one alignment set) is stored un
 fingerprint of its settings and of the model's and tokenizer's files, so an interrupted evaluation resumes after
 the last finished part and a changed setting or model is recomputed, never silently reused.
 
-`evaluate.models: {start: "start_of:<variant>"}` evaluates a `start_from` variant's start model in the run's own
-vocabulary (pretrain.recipe.save_start_model), the reference a continuation is compared with on equal terms.
+`evaluate.models: {start: "start_of:<variant>"}` evaluates a `start_from` variant's start model in the vocabulary
+the variant's final/ has (pretrain.recipe.save_start_model), the reference a continuation is compared with on equal
+terms. A variant whose final/ has its start's full vocabulary (`vocab.export: full`) has its intermediate
+checkpoints evaluated with it too (metaxlm.pretrain.vocabulary).
 """
 
 from __future__ import annotations
@@ -28,9 +30,10 @@ from metaxlm.errors import ConfigError, MetaXLMError
 from metaxlm.io import atomic_write_json, disk_full_guard, json_safe
 from metaxlm.models import get_arch
 from metaxlm.models.named import model_dir
-from metaxlm.pretrain.recipe import START_OF, save_start_model
+from metaxlm.pretrain.recipe import START_OF, full_vocabulary, save_start_model
 from metaxlm.runclock import RunClock
 from metaxlm.rundir import RunDir
+from metaxlm.vocab import load_tokenizer
 
 
 @dataclass(frozen=True)
@@ -93,11 +96,18 @@ def models_to_evaluate(cfg: RunConfig) -> list[ModelToEvaluate]:
         summary = json.loads(vdir.summary.read_text()) if vdir.summary.exists() else {}
         final_step = summary.get("steps")
         if checkpoints_evaluated(cfg, variant):
+            # a start model's full vocabulary restored, as in final/ (its checkpoints are compact)
+            full = full_vocabulary(cfg, variant, load_tokenizer(run.vocab)) if cfg.variants[variant].start_from \
+                else None
             for ckpt in sorted(vdir.ckpt.glob("step_*")):
                 step = int(ckpt.name.removeprefix("step_"))
                 if final_step is None or step < final_step:
-                    encoder = get_arch(cfg.model_for(variant).arch).encoder_dir(ckpt)  # VECO: its NLU export
-                    models.append(ModelToEvaluate(f"{variant}@step{step}", encoder, run.vocab, variant, step, False))
+                    if full is not None:
+                        encoder = tokenizer = full.checkpoint_dir(ckpt)
+                    else:
+                        encoder = get_arch(cfg.model_for(variant).arch).encoder_dir(ckpt)  # VECO: its NLU export
+                        tokenizer = run.vocab
+                    models.append(ModelToEvaluate(f"{variant}@step{step}", encoder, tokenizer, variant, step, False))
         models.append(ModelToEvaluate(variant, final, final, variant, final_step))
     for name, ref in ecfg.models.items():
         if ref.startswith(START_OF):  # a variant's start model in the run's vocabulary (written on first use)

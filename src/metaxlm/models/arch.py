@@ -73,25 +73,63 @@ class ModelArch:
         return None
 
     def select_vocabulary(self, model: nn.Module, keep: list[int]) -> None:
-        """Keep only the vocabulary rows `keep` (new id k = old id keep[k]) of the input embeddings, the tied output
-        layer and its bias, in place: a model continued with a trimmed copy of its vocabulary (`vocab trim`)."""
+        """Keep only the vocabulary rows `keep` (new id k = old id keep[k]) of the input embeddings, the output layer
+        (tied or not) and its bias, in place: a model continued with a trimmed copy of its vocabulary (`vocab trim`).
+        `expand_vocabulary` puts them back."""
         ids = torch.as_tensor(keep, dtype=torch.long)
-        emb = model.get_input_embeddings()
+        emb, out, bias = model.get_input_embeddings(), model.get_output_embeddings(), self.output_bias(model)
         if int(ids.min()) < 0 or int(ids.max()) >= emb.num_embeddings:
             raise ConfigError(f"vocabulary selection has ids outside the model's {emb.num_embeddings:,} rows")
         old_pad = emb.padding_idx
         new_pad = next((k for k, old in enumerate(keep) if old == old_pad), None) if old_pad is not None else None
-        new = nn.Embedding(len(ids), emb.embedding_dim, padding_idx=new_pad, dtype=emb.weight.dtype)
+        self._set_vocabulary(model, emb.weight.detach()[ids], new_pad,
+                             output=None if _tied(model) else out.weight.detach()[ids],
+                             bias=None if bias is None else bias.detach()[ids])
+
+    def expand_vocabulary(self, model: nn.Module, start: nn.Module, new_to_old: list[int]) -> None:
+        """The counterpart of `select_vocabulary`, in place: `model`, whose vocabulary rows stand for rows `new_to_old`
+        of `start`'s, gets `start`'s whole vocabulary — row new_to_old[k] is the model's row k, every other row
+        `start`'s own — in the input embeddings, the output layer (tied or not) and its bias. `start` may be of
+        another architecture (a VECO model continuing a BERT start)."""
+        ids = torch.as_tensor(new_to_old, dtype=torch.long)
+        emb, full = model.get_input_embeddings(), start.get_input_embeddings()
+        if len(ids) != emb.num_embeddings or int(ids.min()) < 0 or int(ids.max()) >= full.num_embeddings or \
+                emb.embedding_dim != full.embedding_dim:
+            raise ConfigError(f"cannot put {emb.num_embeddings:,} vocabulary rows of width {emb.embedding_dim} at "
+                              f"{len(ids):,} ids among {full.num_embeddings:,} rows of width {full.embedding_dim}")
+
+        def scattered(rows: torch.Tensor | None, start_rows: torch.Tensor | None, what: str) -> torch.Tensor | None:
+            if rows is None:
+                return None
+            if start_rows is None:
+                raise ConfigError(f"the start model has no {what} to take the rows of the other pieces from")
+            whole = start_rows.detach().to(rows.dtype).clone()
+            whole[ids] = rows.detach()
+            return whole
+
+        bias, start_bias = self.output_bias(model), arch_of(start).output_bias(start)
+        output = None if _tied(model) else model.get_output_embeddings().weight
+        start_output = None if _tied(start) else start.get_output_embeddings().weight
+        self._set_vocabulary(model, scattered(emb.weight, full.weight, "input embeddings"), full.padding_idx,
+                             output=scattered(output, start_output, "untied output layer"),
+                             bias=scattered(bias, start_bias, "MLM output bias"))
+
+    def _set_vocabulary(self, model: nn.Module, embeddings: torch.Tensor, padding_idx: int | None, *,
+                        output: torch.Tensor | None, bias: torch.Tensor | None) -> None:
+        """Give `model` these word embeddings (one row per vocabulary entry), untied output weights and output bias
+        (None: tied to the embeddings / no bias)."""
+        new = nn.Embedding(*embeddings.shape, padding_idx=padding_idx, dtype=embeddings.dtype)
         with torch.no_grad():
-            new.weight.copy_(emb.weight[ids])
+            new.weight.copy_(embeddings)
         model.set_input_embeddings(new)
-        bias = self.output_bias(model)
-        if bias is not None:
-            bias.data = bias.data[ids].clone()
-        model.config.vocab_size = len(ids)
+        if bias is not None:  # data replaced in place: the parameter stays the one the decoder adds
+            self.output_bias(model).data = bias.clone()
         out = model.get_output_embeddings()
+        if output is not None:
+            out.weight = nn.Parameter(output.clone())
+        model.config.vocab_size = len(embeddings)
         if out is not None:
-            out.out_features = len(ids)
+            out.out_features = len(embeddings)
         model.tie_weights()
 
     def truncated_encoder(self, model: nn.Module, n_layers: int) -> nn.Module:
@@ -131,6 +169,12 @@ def arch_or_none(model: nn.Module) -> ModelArch | None:
         return arch_of(model)
     except ConfigError:
         return None
+
+
+def _tied(model: nn.Module) -> bool:
+    """Whether the model has no output layer of its own: none at all, or one tied to the input embeddings."""
+    out = model.get_output_embeddings()
+    return out is None or out.weight is model.get_input_embeddings().weight
 
 
 def build_mlm(cfg, tokenizer, seed: int = 0) -> nn.Module:

@@ -29,6 +29,7 @@ import json
 import math
 import re
 import time
+from collections.abc import Callable
 from contextlib import nullcontext
 from dataclasses import dataclass
 from pathlib import Path
@@ -211,7 +212,7 @@ def last_logged(metrics: Path, step: int) -> dict:
 def pretrain(*, model, tokenizer, train_data: dict, heldout_data: dict, cfg: TrainConfig, alpha: float, seed: int,
              out_dir: str | Path, resume: bool = False, resume_from: str | Path | None = None, progress: bool = True,
              objectives: dict[str, Objective] | None = None, parallel_data: dict | None = None,
-             new_parameters: set[str] | None = None) -> PretrainResult:
+             new_parameters: set[str] | None = None, export: Callable[..., None] | None = None) -> PretrainResult:
     """Train `model` (an HF *ForMaskedLM of a registered arch) on prepared data; write checkpoints, metrics, `final/`.
 
     `objectives`: built objectives (default: `cfg.objectives` built with a context that knows only the tokenizer);
@@ -220,6 +221,8 @@ def pretrain(*, model, tokenizer, train_data: dict, heldout_data: dict, cfg: Tra
     `new_parameters`: when `model` continues a start model, the names (as in its `named_parameters()`) of the
     parameters the start lacked, trained alone during the new-head warm-up (`cfg.head_warmup_steps`); None: the
     model is not a continuation.
+    `export(model, tokenizer, dir, state_dict=...)` writes `final/` (default: the model's `ModelArch.export`; the
+    recipe passes another to export a model trained on a trimmed vocabulary with its start's full vocabulary).
     """
     # -- set-up ------------------------------------------------------------------------------------------------
     layout = VariantDir(Path(out_dir))
@@ -418,7 +421,7 @@ def pretrain(*, model, tokenizer, train_data: dict, heldout_data: dict, cfg: Tra
     gathered = _gathered_weights(acc, module)
     if acc.is_main_process:
         with atomic_dir(layout.final) as tmp:
-            arch_of(hf_model).export(hf_model, tokenizer, tmp, state_dict=gathered)
+            (export or arch_of(hf_model).export)(hf_model, tokenizer, tmp, state_dict=gathered)
             # the objectives' own trained modules (a pointer head, a projection head) beside the HF model, so a
             # later run can continue them (e.g. `dwa: {head: <this dir>}`)
             heads = {f"{n}.{k}": v.detach().contiguous() for n, o in objectives.items()

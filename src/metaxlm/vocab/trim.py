@@ -4,11 +4,18 @@ A 250k-piece XLM-R vocabulary makes the embedding and output layers dominate a s
 only the pieces seen in the training corpus shrinks them without changing how that corpus is
 tokenized: unigram Viterbi picks the best segmentation among the available pieces, and every piece of
 that segmentation is kept, so the best path is unchanged. `trim_map.json` lists, for every new id, its
-old id, so embedding rows can be copied from a model that used the old vocabulary.
+old id, so embedding rows can be copied from a model that used the old vocabulary; `untrimmed/` keeps the
+old tokenizer those old ids belong to.
+
+The trim is a training vocabulary: a model continued on the trimmed ids is the start model with its MLM output
+softmax (and random-replacement tokens) restricted to the corpus pieces, at the cost of a model of the trimmed
+size. What a run exports is `vocab.export`: by default the start's full vocabulary, the trained rows put back at
+their old ids (metaxlm.pretrain.vocabulary), so that pieces the corpus never used are not `<unk>` afterwards.
 """
 
 from __future__ import annotations
 
+import shutil
 from collections import Counter
 from collections.abc import Iterable
 from pathlib import Path
@@ -18,6 +25,9 @@ from tqdm import tqdm
 from metaxlm.errors import DataError
 from metaxlm.io import atomic_dir, atomic_write_json
 from metaxlm.vocab.load import SPM_FILE, load_tokenizer, save_spm_as_hf
+
+TRIM_MAP = "trim_map.json"
+UNTRIMMED_DIR = "untrimmed"  # the source tokenizer, whose ids trim_map.json's old ids are
 
 
 def count_pieces(tokenizer, texts: Iterable[str], batch_size: int = 1000, progress: bool = True) -> Counter:
@@ -41,7 +51,8 @@ def count_pieces(tokenizer, texts: Iterable[str], batch_size: int = 1000, progre
 
 def trim_vocab(tokenizer_dir: str | Path, texts: Iterable[str], out_dir: str | Path, *, min_count: int = 1,
                progress: bool = True) -> dict:
-    """Keep special pieces and every piece seen at least `min_count` times; write an HF tokenizer dir."""
+    """Keep special pieces and every piece seen at least `min_count` times; write an HF tokenizer dir with
+    trim_map.json and a copy of the source tokenizer in `untrimmed/`."""
     from sentencepiece import sentencepiece_model_pb2 as sp_pb2
 
     src = Path(tokenizer_dir)
@@ -72,5 +83,9 @@ def trim_vocab(tokenizer_dir: str | Path, texts: Iterable[str], out_dir: str | P
         new_to_old = [old_vocab[piece] for piece, _ in sorted(new_vocab.items(), key=lambda kv: kv[1])]
         info = {"source": str(src), "old_vocab_size": len(old), "new_vocab_size": len(new),
                 "min_count": min_count, "new_to_old": new_to_old}
-        atomic_write_json(Path(tmp) / "trim_map.json", info)
+        atomic_write_json(Path(tmp) / TRIM_MAP, info)
+        # the source tokenizer alone (`tokenizer_dir` may be a whole model directory), for full-vocabulary exports
+        untrimmed = Path(tmp) / UNTRIMMED_DIR
+        old.save_pretrained(str(untrimmed))
+        shutil.copyfile(spm_path, untrimmed / SPM_FILE)
     return {k: v for k, v in info.items() if k != "new_to_old"}
