@@ -225,3 +225,15 @@ def test_parallel_objective_without_parallel_data_is_a_clear_error(run_template,
     cfg = load_config(make_config(run_template, tmp_path), ["train.objectives={mlm: 1.0, tlm: 1.0}"])
     with pytest.raises(MetaXLMError, match=r"objectives tlm need parallel data \(pair batches\)"):
         run_pretrain(cfg, "xlm", progress=False)
+
+
+def test_a_variant_seed_is_its_own_run_and_the_run_seed_by_default(run_template, tmp_path):
+    """`variants.<name>.seed` makes one config train a method at several seeds: a variant given the run's seed
+    equals the variant without one, bit for bit; another seed draws other weights (initialization, masks)."""
+    path = make_config(run_template, tmp_path, steps=2, save_every=2, eval_every=2)
+    cfg = load_config(path, ["seed=3", "variants={a: {}, b: {seed: 3}, c: {seed: 4}}"])
+    assert [cfg.seed_for(v) for v in ("a", "b", "c")] == [3, 3, 4]
+    weights = {v: final_weights(run_pretrain(cfg, v, progress=False).out_dir) for v in ("a", "b", "c")}
+    assert all(torch.equal(weights["a"][k], weights["b"][k]) for k in weights["a"])
+    assert not torch.equal(weights["a"]["bert.embeddings.word_embeddings.weight"],
+                           weights["c"]["bert.embeddings.word_embeddings.weight"])

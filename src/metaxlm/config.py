@@ -211,6 +211,9 @@ class TransferConfig(Strict):
     # short form of train.objectives.distill = {weight: w, teacher: meta} (0 = off)
     distill: float = Field(0.0, ge=0.0)
     start_from: str | None = None   # another variant of this run, or an HF model dir (its vocabulary = the run's)
+    # the variant's pretraining seed (default: the run's `seed`): one config can train a method at several seeds
+    # (model initialization, fresh heads, masks, dropout, data order); vocabulary and prepared data stay the run's
+    seed: int | None = Field(None, ge=0)
     train: dict[str, Any] = Field(default_factory=dict)  # e.g. {objectives: {mlm: 1.0, tlm: 1.0}, steps: 500}
     # overrides of the run's model section, e.g. {arch: veco, options: {cross_attention_init: self}}: one config
     # can pretrain a VECO model and its plain-encoder control
@@ -358,6 +361,11 @@ class RunConfig(Strict):
             raise ValueError("; ".join(f"variants.{variant}.model.{'.'.join(str(p) for p in e['loc'])}: "
                                        f"{'unknown key' if e['type'] == 'extra_forbidden' else e['msg']}"
                                        for e in err.errors())) from None
+
+    def seed_for(self, variant: str) -> int:
+        """The pretraining seed of `variant`: its own `seed`, else the run's."""
+        own = self.variants[variant].seed
+        return self.seed if own is None else own
 
     def train_for(self, variant: str) -> TrainConfig:
         """The run's train section with the variant's own `train` overrides, budgets times `scale`."""

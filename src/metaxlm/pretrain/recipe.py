@@ -170,7 +170,7 @@ def initialize_variant(cfg: RunConfig, variant: str, model, tokenizer, train_dat
             out.root.mkdir(parents=True, exist_ok=True)
             write_coverage_report(coverage_report(match, tokenizer, _token_counts(train_data)), out.coverage)
         report["init_report"] = initialize_from_source(model, source, match, mode=transfer.init,
-                                                       fallback=transfer.fallback, seed=cfg.seed)
+                                                       fallback=transfer.fallback, seed=cfg.seed_for(variant))
         report["dictionaries"] = dicts or {}
     if transfer.freeze_body:
         report["frozen"] = len(freeze_body(model))
@@ -246,7 +246,7 @@ def load_start_model(cfg: RunConfig, variant: str, tokenizer, *, progress: bool 
     if not _has_mlm_head(config):
         start = _imported_start(cfg, variant)
         if is_main() or not together():  # several processes pretraining: rank 0 writes it, the others read it
-            start = import_english_encoder(path, start, seed=cfg.seed)
+            start = import_english_encoder(path, start, seed=cfg.seed_for(variant))
         if together():
             wait_for_main("importing the start model")
         path = start
@@ -254,7 +254,7 @@ def load_start_model(cfg: RunConfig, variant: str, tokenizer, *, progress: bool 
         model, loading = load_pretrained(AutoModelForMaskedLM, path, output_loading_info=True)
     if keep is not None:  # the rows of the pieces the trimmed vocabulary kept, in its order
         arch_of(model).select_vocabulary(model, keep)
-    adopted = arch.adopt(model, model_cfg, seed=cfg.seed)
+    adopted = arch.adopt(model, model_cfg, seed=cfg.seed_for(variant))
     if not output_new_parameters:
         return adopted
     return adopted, new_in_start(path, loading["missing_keys"], model, adopted, arch)
@@ -327,7 +327,8 @@ def save_start_model(cfg: RunConfig, variant: str, *, progress: bool = True) -> 
     tokenizer = load_tokenizer(run.vocab)
     model_cfg = cfg.model_for(variant)
     full = full_vocabulary(cfg, variant, tokenizer, progress=progress)
-    made_of = {"start_from": cfg.variants[variant].start_from, "vocab_size": len(tokenizer), "seed": cfg.seed,
+    made_of = {"start_from": cfg.variants[variant].start_from, "vocab_size": len(tokenizer),
+               "seed": cfg.seed_for(variant),
                "arch": model_cfg.arch, "options": model_cfg.options, "full_vocabulary": full is not None}
     stamp = out / "start_of.json"
     if stamp.exists() and json.loads(stamp.read_text()) == json.loads(json.dumps(made_of)):
@@ -363,14 +364,14 @@ def _run_pretrain(cfg: RunConfig, variant: str, *, resume: bool, resume_from: st
         model, new_parameters = load_start_model(cfg, variant, tokenizer, progress=progress,
                                                  output_new_parameters=True)
     else:
-        model = build_mlm(cfg.model_for(variant), tokenizer, seed=cfg.seed)
+        model = build_mlm(cfg.model_for(variant), tokenizer, seed=cfg.seed_for(variant))
         # on --resume the checkpoint overwrites these weights; initialization still sets up freezing
         initialize_variant(cfg, variant, model, tokenizer, train_data, progress=progress)
     full = full_vocabulary(cfg, variant, tokenizer, progress=progress)  # what final/ is written with
     load_plugins(cfg.plugins)
     train = cfg.train_for(variant)
     context = ObjectiveContext(tokenizer=tokenizer, model_config=model.config, model=model, mask_prob=train.mask_prob,
-                               pivot=cfg.data.pivot, seed=cfg.seed,
+                               pivot=cfg.data.pivot, seed=cfg.seed_for(variant),
                                resolve_model=lambda ref: resolve_model(cfg, ref, progress=progress))
     objectives = build_objectives(objective_spec(cfg, variant), context,
                                   where=f"variants.{variant}: train.objectives")
@@ -380,7 +381,7 @@ def _run_pretrain(cfg: RunConfig, variant: str, *, resume: bool, resume_from: st
                       f"this variant starts from random weights: the labels will be noise at first (XLM-Align "
                       f"continues a pretrained encoder; give start_from or init)", stacklevel=2)
     return pretrain(model=model, tokenizer=tokenizer, train_data=train_data, heldout_data=load_prepared(
-                    run.prepared, "heldout"), cfg=train, alpha=cfg.data.alpha, seed=cfg.seed, out_dir=run.variant(
-                    variant).root, resume=resume, resume_from=resume_from, progress=progress, objectives=objectives,
-                    parallel_data=load_prepared(run.prepared, "parallel"), new_parameters=new_parameters,
-                    export=full.export if full else None)
+                    run.prepared, "heldout"), cfg=train, alpha=cfg.data.alpha, seed=cfg.seed_for(variant),
+                    out_dir=run.variant(variant).root, resume=resume, resume_from=resume_from, progress=progress,
+                    objectives=objectives, parallel_data=load_prepared(run.prepared, "parallel"),
+                    new_parameters=new_parameters, export=full.export if full else None)
