@@ -103,6 +103,18 @@ def parse_pharaoh(path: Path) -> list[set[tuple[int, int]]]:
 
 
 # -- data and model ------------------------------------------------------------------------------------------
+def selected_sets(spec: str) -> list[str] | None:
+    """The gold sets a `--sets a,b` argument names (an unknown one ends the bench); None when the shared data is
+    absent (the bench then says so and is skipped)."""
+    names = [n for n in spec.split(",") if n]
+    if unknown := sorted(set(names) - set(SETS)):
+        raise SystemExit(f"--sets: unknown {unknown}; known: {sorted(SETS)}")
+    if not all((DATA / n).is_dir() for n in names):
+        print(f"skipped: the gold alignment sets are not in {DATA}", file=sys.stderr)
+        return None
+    return names
+
+
 def load_sets(names: list[str]) -> tuple[dict, dict]:
     from metaxlm.data.benchmarks import load_alignment
     from metaxlm.errors import SkipReport
@@ -440,13 +452,10 @@ def parse_args(argv=None):
 
 def main() -> int:
     args = parse_args()
-    names = [n for n in args.sets.split(",") if n]
     if args.timing_rounds < 1:
         raise SystemExit("--timing-rounds must be >= 1")
-    if unknown := sorted(set(names) - set(SETS)):
-        raise SystemExit(f"--sets: unknown {unknown}; known: {sorted(SETS)}")
-    if not all((DATA / n).is_dir() for n in names):
-        print(f"skipped: the gold alignment sets are not in {DATA}", file=sys.stderr)
+    names = selected_sets(args.sets)
+    if names is None:
         return 0
     os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
     import importlib.metadata

