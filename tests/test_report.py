@@ -234,3 +234,20 @@ def test_scores_against_fine_tuning_steps(tmp_path):
     assert "| veco · mt_veco | de | bleu | 1.0 | 4.0 | 9.0 |" in md
     assert "| veco · mt_random | de | chrf | 0.0 | 1.5 | 4.5 |" in md
     assert "finetune_curves.png" in {p.name for p in written["figures"]}
+
+
+def test_objective_losses_are_read_per_objective_and_plotted(tmp_path):
+    """objective_losses.png: each logged `loss/<name>` against steps, per variant; nothing for a run without them."""
+    import json
+
+    from metaxlm.report.pretraining import objective_curves, plot_objective_losses
+
+    variant = tmp_path / "pretrain" / "xa"
+    variant.mkdir(parents=True)
+    rows = [{"step": 0, "heldout_loss/en": 5.0}, {"step": 10, "loss": 4.0, "loss/mlm": 3.0, "loss/dwa": 1.0},
+            {"step": 20, "loss": 3.5, "loss/mlm": 2.8, "loss/dwa": 0.7}]
+    (variant / "metrics.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
+    assert objective_curves(variant) == {"mlm": ([10, 20], [3.0, 2.8]), "dwa": ([10, 20], [1.0, 0.7])}
+    assert plot_objective_losses(tmp_path, ["xa"], tmp_path / "o.png", {"xa": "#000000"})
+    assert (tmp_path / "o.png").stat().st_size > 0
+    assert not plot_objective_losses(tmp_path, ["missing"], tmp_path / "none.png", {})

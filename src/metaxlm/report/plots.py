@@ -144,7 +144,8 @@ def task_bars(path: Path, title: str, ylabel: str, languages: list[str],
 
 
 def layer_curves(path: Path, title: str, ylabel: str, panels: dict[str, dict[str, tuple[list[int], list[float]]]],
-                 colors: dict[str, str], marked: dict[str, dict[str, int]] | None = None) -> None:
+                 colors: dict[str, str], marked: dict[str, dict[str, int]] | None = None,
+                 xlabel: str = "layer (0 = embeddings)") -> None:
     """One panel per data set, one line per model: `panels[dataset][model] = (layers, values)`. `marked[dataset]
     [model]`: a layer whose point is ringed (e.g. the layer chosen on dev; the caller's caption says which)."""
     fig, axes = _panel_grid(len(panels), max_cols=3, size=(4.6, 3.6))
@@ -155,7 +156,7 @@ def layer_curves(path: Path, title: str, ylabel: str, panels: dict[str, dict[str
             if layer in layers:
                 ax.plot([layer], [values[layers.index(layer)]], marker="o", markersize=10, fillstyle="none",
                         markeredgewidth=1.5, linestyle="none", color=colors[model])
-        _label_panel(ax, dataset, "layer (0 = embeddings)", ylabel)
+        _label_panel(ax, dataset, xlabel, ylabel)
     _save_panels(fig, axes, len(panels), title, path)
 
 

@@ -5,6 +5,8 @@ Reads each variant's metrics.jsonl and writes, into the run directory:
                                     languages other than the pivot, and the difference to the first variant
   heldout_curves.png                held-out loss (mean over the non-pivot languages) against steps
   heldout_by_language.png           final held-out loss per language, one bar per variant
+  objective_losses.png              each objective's training loss (`loss/<name>`) against steps, one panel per
+                                    objective, one line per variant (when a variant trains several objectives)
 A variant has the colour the run's report gives it (report/colors.py); the report redraws these figures from
 comparison.json with its own colours.
 """
@@ -33,8 +35,37 @@ def read_curves(variant_dir: Path) -> dict[int, dict[str, float]]:
     return curves
 
 
+OBJECTIVES_PNG = "objective_losses.png"
 CURVES_PNG = "heldout_curves.png"
 BY_LANGUAGE_PNG = "heldout_by_language.png"
+
+
+def objective_curves(variant_dir: Path) -> dict[str, tuple[list[int], list[float]]]:
+    """{objective: (steps, training losses)} from the `loss/<name>` entries of a variant's metrics.jsonl."""
+    curves: dict[str, tuple[list[int], list[float]]] = {}
+    path = variant_dir / "metrics.jsonl"
+    if not path.exists():
+        return curves
+    for line in path.read_text().splitlines():
+        rec = json.loads(line)
+        for key, value in rec.items():
+            if key.startswith("loss/"):
+                steps, values = curves.setdefault(key.removeprefix("loss/"), ([], []))
+                steps.append(rec["step"])
+                values.append(value)
+    return curves
+
+
+def plot_objective_losses(run: Path, variants: list[str], path: Path, colors: dict[str, str]) -> bool:
+    """objective_losses.png: one panel per objective, one line per variant that trains it; False if none logged."""
+    panels: dict[str, dict[str, tuple[list[int], list[float]]]] = {}
+    for variant in variants:
+        for objective, curve in objective_curves(run / "pretrain" / variant).items():
+            panels.setdefault(objective, {})[variant] = curve
+    if not panels:
+        return False
+    plots.layer_curves(path, "training loss per objective", "loss (nats)", panels, colors, xlabel="step")
+    return True
 
 
 def compare_variants(run_dir: str | Path, variants: list[str], pivot: str = "en",
@@ -68,7 +99,9 @@ def compare_variants(run_dir: str | Path, variants: list[str], pivot: str = "en"
     out["delta_vs_baseline"] = {v: out["mean_non_pivot"][v] - out["mean_non_pivot"][base] for v in final}
     atomic_write_json(run / "comparison.json", out)
     atomic_write_text(run / "comparison.md", _markdown(out, langs, pivot))
-    plot_comparison(out, run / CURVES_PNG, run / BY_LANGUAGE_PNG, colors or run_variant_colors(run, variants))
+    colors = colors or run_variant_colors(run, variants)
+    plot_comparison(out, run / CURVES_PNG, run / BY_LANGUAGE_PNG, colors)
+    plot_objective_losses(run, list(curves), run / OBJECTIVES_PNG, colors)
     return out
 
 
