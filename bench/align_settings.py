@@ -57,9 +57,9 @@ def main() -> int:
     import torch
     from transformers import AutoModel, AutoTokenizer
 
+    from metaxlm.alignment_defaults import DEFAULT_ALPHA, DEFAULT_N_ITER
     from metaxlm.compute.precision import cpu_model
     from metaxlm.data.examples import DEV_FRACTION, dev_test_split
-    from metaxlm.features.aligner_defaults import DEFAULT_ALPHA, DEFAULT_N_ITER
     from metaxlm.features.alignment import WordAligner, scores_by_layer
     from metaxlm.io import atomic_write_json
     from metaxlm.models.loading import quiet_transformers

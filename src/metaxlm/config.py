@@ -13,9 +13,14 @@ from typing import Any, Literal
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
-from metaxlm.data.examples import DEV_FRACTION
+from metaxlm.alignment_defaults import (
+    DEFAULT_ALPHA,
+    DEFAULT_EPS,
+    DEFAULT_MAX_COUNT,
+    DEFAULT_N_ITER,
+    DEV_FRACTION,
+)
 from metaxlm.errors import ConfigError
-from metaxlm.features.aligner_defaults import DEFAULT_ALPHA, DEFAULT_EPS, DEFAULT_MAX_COUNT, DEFAULT_N_ITER
 from metaxlm.languages import check_language
 from metaxlm.textpolicy import text_problem
 
@@ -260,7 +265,7 @@ class AlignmentEvalSpec(Strict):
     # rest (data.examples.dev_test_split). 0: no dev part, everything is test and the layer is the fixed default.
     dev_fraction: float = Field(DEV_FRACTION, ge=0.0, lt=1.0)
     method: Literal["ot", "argmax", "itermax"] = "ot"
-    # the OT aligner (method ot): metaxlm's evaluation defaults (features/aligner_defaults.py: cosine kernel, μ 0.2,
+    # the OT aligner (method ot): metaxlm's evaluation defaults (metaxlm/alignment_defaults.py: cosine kernel, μ 0.2,
     # one filtering iteration, chosen on dev) or XLM-Align's settings under the paper's names (kernel: paper,
     # mu: 1.0, filter_iters: 2; filtering: eq9 / none)
     kernel: Literal["cosine", "paper"] = "cosine"

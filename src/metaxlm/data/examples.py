@@ -9,8 +9,7 @@ import math
 from dataclasses import dataclass, field
 from fractions import Fraction
 
-# The share of a gold word-alignment set held out as its dev part (`dev_test_split`).
-DEV_FRACTION = 0.3
+from metaxlm.alignment_defaults import DEV_FRACTION  # the share of a gold alignment set held out as dev
 
 
 @dataclass(frozen=True)

@@ -30,16 +30,16 @@ from metaxlm.alignment import (
     word_links,
     word_pieces,
 )
-from metaxlm.data.examples import DEV_FRACTION, AlignmentSet, dev_test_split
-from metaxlm.data.readers import iter_lines
-from metaxlm.errors import ConfigError, DataError, MetaXLMError
-from metaxlm.features.aligner_defaults import (  # chosen on dev: see that module
+from metaxlm.alignment_defaults import (  # chosen on dev: see that module
     DEFAULT_ALPHA,
     DEFAULT_EPS,
     DEFAULT_LAYER_FRACTION,
     DEFAULT_MAX_COUNT,
     DEFAULT_N_ITER,
 )
+from metaxlm.data.examples import DEV_FRACTION, AlignmentSet, dev_test_split
+from metaxlm.data.readers import iter_lines
+from metaxlm.errors import ConfigError, DataError, MetaXLMError
 from metaxlm.features.layers import (
     LayerRunner,
     inference,
