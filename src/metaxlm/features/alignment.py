@@ -151,6 +151,13 @@ class WordAligner:
         encoded = self.encode(src_words, tgt_words, layers, progress=progress)
         return {layer: self.links_at(encoded, layer) for layer in encoded.states}
 
+    def score_layers(self, aset: AlignmentSet, layers: Sequence[int] | None = None,
+                     progress: bool = False) -> dict[str, list]:
+        """{"layers", "aer", "precision", "recall", "f1"}: per layer (default: all), the scores against the gold
+        links of the whole of `aset`, from one encoder pass."""
+        predictions = self.align_layers(aset.src, aset.tgt, layers, progress=progress)
+        return {"layers": list(predictions), **scores_by_layer(predictions, aset)}
+
     def encode(self, src_words: Sequence[Sequence[str]], tgt_words: Sequence[Sequence[str]],
                layers: Sequence[int] | None = None, progress: bool = False) -> EncodedPairs:
         """The states of the pairs at the requested layers (default: all), each distinct sentence encoded once."""
@@ -236,9 +243,8 @@ def alignment_by_layer(model, tokenizer, aset: AlignmentSet, *, method: str = "o
     """AER, precision, recall and F1 (fractions) against the gold links of the whole of `aset`, per layer
     (default: all), from one encoder pass. `settings`: WordAligner keywords (eps, n_iter, alpha, max_count,
     precision, ...)."""
-    aligner = WordAligner(model, tokenizer, method=method, batch_size=batch_size, **settings)
-    predictions = aligner.align_layers(aset.src, aset.tgt, layers, progress=progress)
-    return {"layers": list(predictions), **scores_by_layer(predictions, aset)}
+    return WordAligner(model, tokenizer, method=method, batch_size=batch_size, **settings).score_layers(
+        aset, layers, progress=progress)
 
 
 def alignment_dev_test(model, tokenizer, aset: AlignmentSet, *, dev_fraction: float = DEV_FRACTION,
@@ -322,8 +328,7 @@ def align_file(model_dir: str | Path, src_path: str | Path, tgt_path: str | Path
     aligner = WordAligner(model, tokenizer, layer=layer, method=method, batch_size=batch_size, **settings)
     dev_scores = None
     if dev is not None:
-        predictions = aligner.align_layers(dev.src, dev.tgt, progress=progress)
-        dev_scores = {"layers": list(predictions), **scores_by_layer(predictions, dev)}
+        dev_scores = aligner.score_layers(dev, progress=progress)
         aligner.layer = lowest_aer_layer(dev_scores["layers"], dev_scores["aer"])
         print(format_dev_scores(dev_scores, aligner.layer, len(dev)), flush=True)
     pairs = read_pairs(src_path, tgt_path)
