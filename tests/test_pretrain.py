@@ -103,6 +103,23 @@ def test_resume_after_sigkill_is_exact(run_template, tmp_path):
         torch.testing.assert_close(wa[k], wb[k], rtol=1e-6, atol=1e-7)
 
 
+def test_resume_refuses_a_checkpoint_made_under_other_settings(run_template, tmp_path):
+    """A config whose training settings changed since the checkpoint (here 6 -> 4 steps, or another lr) must not
+    "resume" it: that mixed a 600-step run into a 200-step config once. Bookkeeping settings may change."""
+    from metaxlm.errors import MetaXLMError
+
+    cfg = load_config(make_config(run_template, tmp_path, steps=6, save_every=3))
+    run_pretrain(cfg, "xlm", progress=False)
+    fewer = load_config(make_config(run_template, tmp_path, steps=4, save_every=3))
+    with pytest.raises(MetaXLMError, match=r"steps: 6 in the checkpoint, 4 now"):
+        run_pretrain(fewer, "xlm", resume=True, progress=False)
+    other_lr = load_config(make_config(run_template, tmp_path, steps=6, save_every=3, lr=5e-4))
+    with pytest.raises(MetaXLMError, match=r"lr: 0.001 in the checkpoint, 0.0005 now"):
+        run_pretrain(other_lr, "xlm", resume=True, progress=False)
+    logged_more = load_config(make_config(run_template, tmp_path, steps=6, save_every=3, log_every=2, eval_every=6))
+    run_pretrain(logged_more, "xlm", resume=True, progress=False)  # at its last step: nothing to train, no error
+
+
 def test_two_processes_match_one(run_template, tmp_path):
     """2-process CPU (gloo) DDP with the same global batch = 1 process (fp32, no dropout)."""
     common = ["--no-progress", "train.precision=fp32", "model.dropout=0.0", "model.attention_dropout=0.0",

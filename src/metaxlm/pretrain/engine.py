@@ -209,6 +209,30 @@ def last_logged(metrics: Path, step: int) -> dict:
     return next((r for r in reversed(records) if r.get("step") == step and "loss" in r), {})
 
 
+# Settings that only change what is logged or kept, not the weights a step produces: free to change on resume.
+BOOKKEEPING_SETTINGS = frozenset({"log_every", "eval_every", "eval_sequences", "save_every", "keep_checkpoints"})
+
+
+def trajectory_settings(cfg: TrainConfig, *, seed: int, alpha: float) -> dict:
+    """The settings a checkpoint's weights depend on (stored in trainer_state.json): resuming under others would
+    silently mix two runs (e.g. a 600-step checkpoint "resumed" by a config that now says 200 steps)."""
+    settings = {k: v for k, v in cfg.model_dump(mode="json").items() if k not in BOOKKEEPING_SETTINGS}
+    return {**settings, "seed": seed, "alpha": alpha}
+
+
+def check_resumed_settings(path: Path, saved: dict | None, current: dict) -> None:
+    """Refuse to resume a checkpoint made under other training settings, naming each that differs."""
+    if saved is None:  # written before checkpoints recorded their settings: nothing to compare
+        return
+    saved, current = json.loads(json.dumps(saved)), json.loads(json.dumps(current))
+    changed = [f"{key}: {saved.get(key)!r} in the checkpoint, {current.get(key)!r} now"
+               for key in sorted(set(saved) | set(current)) if saved.get(key) != current.get(key)]
+    if changed:
+        raise MetaXLMError(f"{path}: this checkpoint was trained under other settings than the config's ("
+                           + "; ".join(changed) + "). Resuming would mix two runs: restore those settings, or "
+                           f"start the variant afresh (another output_dir, or remove {path.parent.parent})")
+
+
 def pretrain(*, model, tokenizer, train_data: dict, heldout_data: dict, cfg: TrainConfig, alpha: float, seed: int,
              out_dir: str | Path, resume: bool = False, resume_from: str | Path | None = None, progress: bool = True,
              objectives: dict[str, Objective] | None = None, parallel_data: dict | None = None,
@@ -281,6 +305,7 @@ def pretrain(*, model, tokenizer, train_data: dict, heldout_data: dict, cfg: Tra
         if path is None:
             raise MetaXLMError(f"--resume: no checkpoint under {layout.ckpt}")
         state = load_checkpoint(path, model=hf_model, optimizer=optimizer, scheduler=scheduler, objectives=objectives)
+        check_resumed_settings(path, state.get("settings"), trajectory_settings(cfg, seed=seed, alpha=alpha))
         for kind, source in sources.items():
             source.load_state_dict(state["batches"][kind])
         start, tokens = state["step"], state.get("tokens", 0)
@@ -409,7 +434,8 @@ def pretrain(*, model, tokenizer, train_data: dict, heldout_data: dict, cfg: Tra
                 save_checkpoint(layout.ckpt, step, model=hf_model, weights=gathered,
                                 optimizer=getattr(optimizer, "optimizer", optimizer), scheduler=scheduler,
                                 objectives_state=objectives_state,
-                                state={"batches": {k: s.state_dict() for k, s in sources.items()}, "tokens": tokens},
+                                state={"batches": {k: s.state_dict() for k, s in sources.items()}, "tokens": tokens,
+                                       "settings": trajectory_settings(cfg, seed=seed, alpha=alpha)},
                                 keep=cfg.keep_checkpoints)
             acc.wait_for_everyone()
     bar.close()
