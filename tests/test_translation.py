@@ -259,6 +259,66 @@ def test_blank_and_one_token_inputs(tmp_path, model_dir, tokenizer):
     assert out.read_text(encoding="utf-8") == "\n\n\n"
 
 
+def test_translate_reads_stdin_and_writes_stdout(tmp_path, model_dir, tokenizer):
+    """`metaxlm translate --model M` with no --src/--out is a filter: one line out per line in, same order, blank
+    stays blank, a last line without newline counted; status on stderr, never mixed into the translations."""
+    import subprocess
+    import sys
+
+    lines = ["the house is small", "", "an open window", "the cat"]
+    run = subprocess.run([sys.executable, "-m", "metaxlm.cli", "translate", "--model", str(model_dir), "--beam", "2",
+                          "--max-new-tokens", "6", "--no-progress"], input="\n".join(lines).encode(),
+                         capture_output=True)
+    assert run.returncode == 0, run.stderr.decode()
+    out = run.stdout.decode("utf-8").split("\n")
+    assert out[-1] == "" and len(out) - 1 == len(lines)
+    model = load_seq2seq(model_dir)
+    assert out[:-1] == [single_generate(model, tokenizer, t, num_beams=2, max_new_tokens=6) if t else ""
+                        for t in lines]
+    assert "translated 4 lines -> standard output" in run.stderr.decode()
+    bad = subprocess.run([sys.executable, "-m", "metaxlm.cli", "translate", "--model", str(model_dir),
+                          "--no-progress"], input=b"fine\n\xff\xfe broken\n", capture_output=True)
+    assert bad.returncode == 2 and bad.stdout == b""
+    assert bad.stderr.decode().strip().splitlines() == [bad.stderr.decode().strip()]  # one line
+    assert "<stdin>:2: not UTF-8" in bad.stderr.decode()
+
+
+def test_a_line_longer_than_the_model_is_truncated_and_counted(tmp_path, model_dir, tokenizer, capsys):
+    long = " ".join(["the red chair near an open window"] * 40)
+    src, out = tmp_path / "src.txt", tmp_path / "out.txt"
+    src.write_text(f"the cat\n{long}\n\n{long}\n", encoding="utf-8")
+    assert main(["translate", "--model", str(model_dir), "--src", str(src), "--out", str(out), "--max-source-len",
+                 "12", "--max-new-tokens", "5", "--no-progress"]) == 0
+    err = capsys.readouterr().err
+    assert "warning: 2 of 4 lines are longer than 12 source tokens" in err and len(err.strip().splitlines()) == 1
+    hyps = out.read_text(encoding="utf-8").split("\n")
+    assert len(hyps) == 5 and hyps[2] == ""
+    # what was translated is the tokenizer's own truncation of the line
+    cut = tokenizer.decode(tokenizer(long, truncation=True, max_length=12)["input_ids"], skip_special_tokens=True)
+    model = load_seq2seq(model_dir)
+    assert hyps[1] == hyps[3] == single_generate(model, tokenizer, cut, num_beams=4, max_new_tokens=5)
+    src.write_text("the cat\n" + " ".join(["the red chair"] * 8) + "\n", encoding="utf-8")
+    assert main(["translate", "--model", str(model_dir), "--src", str(src), "--out", str(out), "--max-new-tokens",
+                 "5", "--no-progress"]) == 0  # within the model's own maximum (64): no warning
+    assert "warning" not in capsys.readouterr().err
+
+
+def test_translate_cli_errors_are_one_line(tmp_path, model_dir, tokenizer, capsys):
+    cfg = transformers.BertConfig(vocab_size=len(tokenizer), hidden_size=16, num_hidden_layers=1, num_attention_heads=2,
+                                  intermediate_size=32)
+    transformers.BertForMaskedLM(cfg).save_pretrained(tmp_path / "mlm")
+    capsys.readouterr()  # the save's own progress output
+    src = tmp_path / "src.txt"
+    src.write_text("the cat\n", encoding="utf-8")
+    assert main(["translate", "--model", str(tmp_path / "mlm"), "--src", str(src), "--out", str(tmp_path / "o"),
+                 "--no-progress"]) == 2
+    err = capsys.readouterr().err.strip()
+    assert len(err.splitlines()) == 1 and str(tmp_path / "mlm") in err and "not a sequence-to-sequence" in err
+    assert not (tmp_path / "o").exists()
+    assert main(["translate", "--model", str(model_dir), "--ref", str(src), "--no-progress"]) == 2
+    assert "--ref needs --src FILE" in capsys.readouterr().err
+
+
 def test_scores_equal_sacrebleu_called_directly():
     hyps = ["the cat sleeps on the chair", "a small house", "", "das Haus ist klein"]
     refs = ["the cat sleeps on the red chair", "the house is small", "an open window", "das Haus ist klein"]

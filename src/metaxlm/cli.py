@@ -147,9 +147,13 @@ def cmd_finetune(args) -> None:
 
 
 def cmd_translate(args) -> None:
-    from metaxlm.finetune.translate import corpus_scores, read_sentences, translate_file
+    from metaxlm.finetune.translate import STDIO, corpus_scores, read_sentences, translate_file
 
+    # with the translations on stdout, everything else goes to stderr
+    status = sys.stderr if args.out == STDIO else sys.stdout
     if args.ref:  # a mismatched reference fails before any generation
+        if args.src == STDIO:
+            raise MetaXLMError("--ref needs --src FILE (standard input is read once, by the translation)")
         refs = read_sentences(args.ref)
         n_src = len(read_sentences(args.src))
         if len(refs) != n_src:
@@ -158,13 +162,18 @@ def cmd_translate(args) -> None:
                             batch_size=args.batch_size, max_new_tokens=args.max_new_tokens,
                             length_penalty=args.length_penalty, max_source_len=args.max_source_len,
                             progress=not args.no_progress)
+    if result["truncated"]:
+        print(f"metaxlm: warning: {result['truncated']:,} of {result['lines']:,} lines are longer than "
+              f"{result['max_source_len']} source tokens (the model's maximum or --max-source-len) and were "
+              f"truncated", file=sys.stderr, flush=True)
     rate = result["tokens"] / result["seconds"] if result["seconds"] else 0.0
-    print(f"translated {result['lines']:,} lines -> {args.out} ({result['tokens']:,} tokens generated, "
-          f"{rate:.0f} tokens/s, beam {args.beam})")
+    where = "standard output" if args.out == STDIO else args.out
+    print(f"translated {result['lines']:,} lines -> {where} ({result['tokens']:,} tokens generated, "
+          f"{rate:.0f} tokens/s, beam {args.beam})", file=status)
     if args.ref:
         scores = corpus_scores(result["hypotheses"], refs, target_lang=args.target_lang, tokenize=args.tokenize)
-        print(f"BLEU {scores['bleu']:.2f}  {scores['signatures']['bleu']}")
-        print(f"chrF {scores['chrf']:.2f}  {scores['signatures']['chrf']}")
+        print(f"BLEU {scores['bleu']:.2f}  {scores['signatures']['bleu']}", file=status)
+        print(f"chrF {scores['chrf']:.2f}  {scores['signatures']['chrf']}", file=status)
 
 
 LAYER_ON_DEV = "dev"
@@ -248,8 +257,10 @@ def build_parser() -> argparse.ArgumentParser:
     p = sub.add_parser("translate", help="translate a text file with a seq2seq model dir (batched beam search)")
     p.add_argument("--model", required=True, help="HF sequence-to-sequence model dir (AutoModelForSeq2SeqLM)")
     p.add_argument("--tokenizer", help="tokenizer dir (default: the model dir)")
-    p.add_argument("--src", required=True, help="one sentence per line (.gz/.xz too); a blank line stays blank")
-    p.add_argument("--out", required=True, help="translations, one line per input line, in input order")
+    p.add_argument("--src", default="-", help="one sentence per line (.gz/.xz too; default -: standard input); "
+                                               "a blank line stays blank")
+    p.add_argument("--out", default="-", help="translations, one line per input line, in input order (default -: "
+                                             "standard output; status lines then go to standard error)")
     p.add_argument("--beam", type=int, default=4, help="beam size (1: greedy)")
     p.add_argument("--batch-size", type=int, default=32, help="sentences per generate() call")
     p.add_argument("--max-new-tokens", type=int, default=128)

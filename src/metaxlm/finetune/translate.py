@@ -94,14 +94,23 @@ def generate_translations(model, tokenizer, texts: Sequence[str], *, num_beams: 
                           autocast: Callable[[], Any] = nullcontext, progress: bool = False,
                           desc: str = "translate", stats: dict | None = None) -> list[str]:
     """Translations of `texts`, in their order ("" for a blank text): `generate()` with beam search on batches of
-    length-sorted sentences. `stats`, when given, receives the generated tokens (EOS included, padding not),
-    sentences and seconds."""
+    length-sorted sentences. A text longer than the encoder's maximum (or `max_source_len`) is truncated to it.
+    `stats`, when given, receives the generated tokens (EOS included, padding not), sentences, truncated
+    sentences, the source limit and seconds."""
     model.eval()
     device = next(model.parameters()).device
     source_len, new_tokens = length_limits(model, max_source_len, max_new_tokens)
     pad = special_token(model, "pad_token_id")
-    ids = tokenizer([t.strip() for t in texts], truncation=True, max_length=source_len,
-                    add_special_tokens=True)["input_ids"]
+    stripped = [t.strip() for t in texts]
+    ids = tokenizer(stripped, add_special_tokens=True)["input_ids"]
+    # a line longer than the encoder takes is cut by the tokenizer's own truncation and counted, never an error
+    long = [i for i, row in enumerate(ids) if len(row) > source_len]
+    if long:
+        cut = tokenizer([stripped[i] for i in long], truncation=True, max_length=source_len,
+                        add_special_tokens=True)["input_ids"]
+        for i, row in zip(long, cut, strict=True):
+            ids[i] = row
+    truncated = len(long)
     lengths = [len(row) if text.strip() else 0 for row, text in zip(ids, texts, strict=True)]
     out = [""] * len(texts)
     generated = 0
@@ -120,8 +129,8 @@ def generate_translations(model, tokenizer, texts: Sequence[str], *, num_beams: 
                 out[i] = tokenizer.decode(result[row], skip_special_tokens=True).strip()
             bar.update(len(batch))
     if stats is not None:
-        stats.update(tokens=generated, sentences=sum(n > 0 for n in lengths),
-                     seconds=time.perf_counter() - start)
+        stats.update(tokens=generated, sentences=sum(n > 0 for n in lengths), truncated=truncated,
+                     max_source_len=source_len, seconds=time.perf_counter() - start)
     return out
 
 
@@ -148,10 +157,33 @@ def corpus_scores(hypotheses: Sequence[str], references: Sequence[str], *, targe
 
 # -- files ---------------------------------------------------------------------------------------------------------
 
+STDIO = "-"  # --src - / --out -: standard input / output
+
+
+def read_stdin_lines(stream=None) -> list[str]:
+    """Every line of standard input (blank ones included, a last line without newline counted); a line that is
+    not UTF-8 is an error naming <stdin> and the line."""
+    import sys
+
+    stream = stream if stream is not None else sys.stdin.buffer
+    lines = []
+    for line_no, raw in enumerate(stream.read().split(b"\n"), start=1):
+        try:
+            lines.append(raw.removesuffix(b"\r").decode("utf-8"))
+        except UnicodeDecodeError as err:
+            raise DataError("<stdin>", line_no, f"not UTF-8 text ({err.reason} at byte {err.start})") from None
+    if lines and lines[-1] == "":  # the newline that ends the last line opens no new one
+        lines.pop()
+    return lines
+
+
 def read_sentences(path: str | Path) -> list[str]:
-    """Every line of a text file (.gz/.xz too), blank ones included, so outputs stay line-aligned; a line that
-    is not UTF-8 is an error naming the file and line."""
+    """Every line of a text file (.gz/.xz too; `-`: standard input), blank ones included, so outputs stay
+    line-aligned; a line that is not UTF-8 is an error naming the file and line."""
     from metaxlm.data.readers import count_lines, iter_lines
+
+    if str(path) == STDIO:
+        return read_stdin_lines()
 
     try:
         return [line for _, line in iter_lines(path)]
@@ -165,13 +197,14 @@ def translate_file(model_dir: str | Path, src: str | Path, out: str | Path, *, t
                    num_beams: int = 4, batch_size: int = 32, max_new_tokens: int = 128,
                    length_penalty: float = 1.0, max_source_len: int | None = None, progress: bool = True) -> dict:
     """`metaxlm translate`: translate every line of `src` into `out` (written atomically, one line per input line,
-    in input order). Returns the run's stats (sentences, generated tokens, seconds)."""
+    in input order; `-` for either: standard input / output). Returns the run's stats (sentences, generated
+    tokens, truncated sentences, seconds)."""
     from metaxlm.finetune.models import load_finetune_tokenizer
     from metaxlm.io import atomic_write_text
     from metaxlm.models.loading import check_vocabulary_fits
 
+    model = load_seq2seq(model_dir)  # a wrong model dir fails before stdin is read
     texts = read_sentences(src)
-    model = load_seq2seq(model_dir)
     tokenizer = load_finetune_tokenizer(model_dir, tokenizer_dir)
     check_vocabulary_fits(model, tokenizer, model_dir, tokenizer_dir or model_dir)
     stats: dict = {}
@@ -179,5 +212,12 @@ def translate_file(model_dir: str | Path, src: str | Path, out: str | Path, *, t
                                        max_new_tokens=max_new_tokens, max_source_len=max_source_len,
                                        batch_size=batch_size, progress=progress, stats=stats)
     # a translation never holds a newline: one line out per line in
-    atomic_write_text(out, "".join(h.replace("\n", " ") + "\n" for h in hypotheses))
+    text = "".join(h.replace("\n", " ") + "\n" for h in hypotheses)
+    if str(out) == STDIO:
+        import sys
+
+        sys.stdout.write(text)
+        sys.stdout.flush()
+    else:
+        atomic_write_text(out, text)
     return {**stats, "lines": len(texts), "hypotheses": hypotheses}
