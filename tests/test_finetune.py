@@ -284,6 +284,29 @@ def test_code_switched_pairs_share_a_batch(tokenizer):
     assert task.code_switch(ClassificationExample("a", "x", "y"), ClassificationExample("a", "z", "y")) is None
 
 
+@pytest.mark.parametrize("budget", [8, 40, 100, 1000])
+def test_token_budget_batches_keep_every_feature_once_within_the_budget(budget):
+    rng = random.Random(0)
+    lengths = [rng.randint(1, 30) for _ in range(300)]
+    units = [[k] for k in range(200)] + [[k, k + 1] for k in range(200, 300, 2)]  # some units of two features
+    for seed in range(3):
+        batches = length_grouped_batches(units, lengths, 8, random.Random(seed), batch_tokens=budget)
+        flat = [k for batch in batches for k in batch]
+        assert sorted(flat) == list(range(300))  # every feature once
+        where = {k: b for b, batch in enumerate(batches) for k in batch}
+        assert all(where[u[0]] == where[u[-1]] for u in units)  # a unit is never split
+        for batch in batches:
+            cost = len(batch) * max(lengths[k] for k in batch)
+            alone = any(sorted(batch) == sorted(u) for u in units)
+            assert cost <= budget or alone, (budget, batch)
+    # short features come in larger batches than long ones
+    short = length_grouped_batches([[k] for k in range(64)], [4] * 64, 8, random.Random(0), batch_tokens=64)
+    long = length_grouped_batches([[k] for k in range(64)], [32] * 64, 8, random.Random(0), batch_tokens=64)
+    assert {len(b) for b in short} == {16} and {len(b) for b in long} == {2}
+    # without a budget: batches of batch_size features, as before
+    assert {len(b) for b in length_grouped_batches([[k] for k in range(64)], [4] * 64, 8, random.Random(0))} == {8}
+
+
 def test_qa_code_switch_keeps_answers_with_their_context():
     en = QAExample("q", "where?", "on the chair", (("chair", 7),))
     de = QAExample("q", "wo?", "auf dem Stuhl", (("Stuhl", 8),))

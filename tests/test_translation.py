@@ -358,6 +358,21 @@ def test_a_tiny_model_overfits_and_reproduces_its_pairs(tokenizer, tmp_path):
     assert task.score(examples, greedy, metric="bleu", lang="de") == pytest.approx(100.0)
 
 
+def test_a_token_budget_counts_source_and_target_and_still_learns(tokenizer, tmp_path):
+    model_dir = tiny_seq2seq(tokenizer, tmp_path / "m", hidden=48)
+    h = hp(lr=5e-3, max_steps=120, batch_size=6, batch_tokens=60, label_smoothing=0.1, num_beams=1)
+    task = get_task("translation")(tokenizer, h)
+    examples = [TranslationExample(str(i), a, b) for i, (a, b) in enumerate(PAIRS)]
+    features = task.encode(examples, train=True)
+    assert [task.feature_tokens(f) for f in features] == [len(f["input_ids"]) + len(f["labels"]) for f in features]
+    set_seed(0)
+    model = load_model(task, model_dir)
+    losses: list[float] = []
+    finetune(model, task, examples, h, seed=0, progress=False, history=losses)
+    assert losses[-1] < losses[0] / 3
+    assert predict(model, task, examples, h) == [b for _, b in PAIRS]
+
+
 def test_scores_after_chosen_steps_and_they_do_not_disturb_training(tokenizer, model_dir, tmp_path):
     s = spec(tmp_path, hyperparameters=hp(max_steps=4, eval_steps=[2, 3]).model_dump())
     entry = run_task(s, model_dir, tmp_path / "out", scenario="supervised", tokenizer_dir=model_dir, progress=False)

@@ -27,6 +27,9 @@ PathTemplate = str | dict[str, str] | None
 class Hyperparameters(Strict):
     lr: float = Field(2e-5, gt=0.0)
     batch_size: int = Field(32, ge=1)
+    # alternatively: batches cut by padded tokens (features x longest feature, source + target for translation),
+    # so short sentences come in larger batches (fairseq's --max-tokens); None: batch_size features per batch
+    batch_tokens: int | None = Field(None, ge=8)
     epochs: float = Field(3.0, gt=0.0)
     max_steps: int | None = Field(None, ge=1)  # when set, overrides epochs
     max_seq_len: int = Field(128, ge=8)

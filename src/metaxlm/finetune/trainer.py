@@ -67,9 +67,11 @@ def encode_items(task: Task, items: Sequence, *, train: bool) -> tuple[list[Feat
 
 
 def length_grouped_batches(units: list[list[int]], lengths: Sequence[int], batch_size: int,
-                           rng: random.Random) -> list[list[int]]:
+                           rng: random.Random, batch_tokens: int | None = None) -> list[list[int]]:
     """Batches of feature indices: units shuffled, sorted by length within windows, cut into batches of at least
-    `batch_size` features (a unit is never split), batch order shuffled."""
+    `batch_size` features — or, with `batch_tokens`, of as many units as keep the padded batch (features x the
+    longest feature's `lengths`) within `batch_tokens` (a unit larger than that is a batch alone) — a unit is never
+    split; batch order shuffled. With `batch_tokens` the window spans about SORT_WINDOW batches of `batch_size`."""
     order = list(range(len(units)))
     rng.shuffle(order)
     batches = []
@@ -77,7 +79,16 @@ def length_grouped_batches(units: list[list[int]], lengths: Sequence[int], batch
     for w in range(0, len(order), window):
         chunk = sorted(order[w:w + window], key=lambda u: max(lengths[k] for k in units[u]))
         batch: list[int] = []
+        longest = 0
         for u in chunk:
+            if batch_tokens is not None:
+                unit_longest = max(longest, *(lengths[k] for k in units[u]))
+                if batch and (len(batch) + len(units[u])) * unit_longest > batch_tokens:
+                    batches.append(batch)
+                    batch, longest = [], 0
+                batch.extend(units[u])
+                longest = max(longest, *(lengths[k] for k in units[u]))
+                continue
             batch.extend(units[u])
             if len(batch) >= batch_size:
                 batches.append(batch)
@@ -128,8 +139,9 @@ def finetune(model, task: Task, train_items: Sequence, hp: Hyperparameters, *, s
     features, units = encode_items(task, train_items, train=True)
     if not units:
         raise MetaXLMError("fine-tuning: the training data gave no features")
-    lengths = [len(f["input_ids"]) for f in features]
-    epoch_batches = length_grouped_batches(units, lengths, hp.batch_size, rng)
+    # with a token budget, what a feature costs (translation: source + target); else its input length, as always
+    lengths = [task.feature_tokens(f) if hp.batch_tokens else len(f["input_ids"]) for f in features]
+    epoch_batches = length_grouped_batches(units, lengths, hp.batch_size, rng, hp.batch_tokens)
     total = hp.max_steps or max(1, math.ceil(hp.epochs * len(epoch_batches)))
     model.to(device).train()
     new = getattr(model, "metaxlm_new_parameters", ()) if hp.head_lr_scale != 1.0 else ()
@@ -138,7 +150,9 @@ def finetune(model, task: Task, train_items: Sequence, hp: Hyperparameters, *, s
     schedule = get_linear_schedule_with_warmup(optimizer, int(hp.warmup_ratio * total), total)
     params = [p for p in model.parameters() if p.requires_grad]
     pad_id = task.tokenizer.pad_token_id if task.tokenizer.pad_token_id is not None else 0
-    precision = resolved_precision(model, hp, device, hp.batch_size)
+    # the matmul shapes `auto` measures: a token budget's batch is about batch_tokens / max_seq_len rows
+    rows = max(1, hp.batch_tokens // hp.max_seq_len) if hp.batch_tokens else hp.batch_size
+    precision = resolved_precision(model, hp, device, rows)
     fast_path = (lambda: training_fast_path(device)) if precision.precision == "fp32" else nullcontext
     with tqdm(total=total, desc=desc, unit="step", disable=not progress, leave=False) as bar:
         step = 0
@@ -165,7 +179,7 @@ def finetune(model, task: Task, train_items: Sequence, hp: Hyperparameters, *, s
                     model.train()
                 if step >= total:
                     break
-            epoch_batches = length_grouped_batches(units, lengths, hp.batch_size, rng)
+            epoch_batches = length_grouped_batches(units, lengths, hp.batch_size, rng, hp.batch_tokens)
     model.eval()
     return model
 

@@ -52,6 +52,11 @@ class Task:
                 "label2id": {label: i for i, label in enumerate(self.labels)}}
 
     # -- data --------------------------------------------------------------------------------------------------
+    def feature_tokens(self, feature: Feature) -> int:
+        """The tokens a training feature costs in a batch (its length; translation adds its target's), which
+        length grouping and `batch_tokens` count."""
+        return len(feature["input_ids"])
+
     def encode(self, examples: Sequence, *, train: bool) -> list[Feature]:
         """Features in example order; each has `example` (its example's index). `train` adds the targets."""
         raise NotImplementedError

@@ -61,6 +61,10 @@ class TranslationTask(Task):
             features.append(feature)
         return features
 
+    def feature_tokens(self, feature: Feature) -> int:
+        """Source plus target tokens: the decoder's side costs as much as the encoder's."""
+        return len(feature["input_ids"]) + len(feature.get("labels") or ())
+
     def collate(self, features: list[Feature], pad_id: int, *, train: bool) -> dict:
         """Sources padded with the pad token, targets (their own length) with -100."""
         input_ids, attention_mask = pad_right([f["input_ids"] for f in features], pad_id)
