@@ -4,6 +4,7 @@ end (a tiny model overfits; scores after chosen steps), on a tiny EncoderDecoder
 
 import lzma
 import math
+from pathlib import Path
 
 import pytest
 import sacrebleu
@@ -452,3 +453,104 @@ def test_seq2seq_assembly_is_for_translation_tasks_only(tmp_path):
                  train="t", test="t", seq2seq={"init": "random"})
     with pytest.raises(ValidationError):
         spec(tmp_path, seq2seq={"init": "xavier"})
+
+
+def test_a_vocabulary_trimmed_to_the_training_pairs(tokenizer, tmp_path):
+    """seq2seq.vocabulary: train keeps the pieces both sides of the training pairs use: the pairs tokenize to the
+    same pieces, each kept row is the source model's row of that piece, and the saved model (with its trimmed
+    tokenizer) loads and translates on its own."""
+    import shutil
+
+    from metaxlm.vocab.load import SPM_FILE
+
+    mlm_dir = tiny_mlm(tokenizer, tmp_path / "mlm")
+    shutil.copyfile(Path(tokenizer.name_or_path) / SPM_FILE, mlm_dir / SPM_FILE)  # as metaxlm's exports hold it
+    s = spec(tmp_path, seq2seq={"init": "encoder", "decoder_layers": 2, "vocabulary": "train"})
+    task = get_task("translation")(tokenizer, s.hyperparameters)
+    task.spec = s
+    examples = [TranslationExample(str(i), a, b) for i, (a, b) in enumerate(PAIRS)]
+    set_seed(0)
+    model = load_model(task, mlm_dir, examples)
+    trimmed = task.tokenizer
+    assert len(trimmed) < len(tokenizer) and model.config.encoder.vocab_size == len(trimmed)
+    assert model.decoder.get_output_embeddings().weight.shape[0] == len(trimmed)
+    for text in [t for pair in PAIRS for t in pair]:
+        assert trimmed.tokenize(text) == tokenizer.tokenize(text)
+    mlm = transformers.BertForMaskedLM.from_pretrained(mlm_dir)
+    full, kept = tokenizer.get_vocab(), trimmed.get_vocab()
+    for piece, new_id in kept.items():
+        assert torch.equal(model.encoder.embeddings.word_embeddings.weight[new_id],
+                           mlm.bert.embeddings.word_embeddings.weight[full[piece]])
+    assert (trimmed.pad_token_id, trimmed.cls_token_id, trimmed.sep_token_id) == \
+        (tokenizer.pad_token_id, tokenizer.cls_token_id, tokenizer.sep_token_id)
+    # end to end: fine-tuned, saved with its trimmed tokenizer, translated by `metaxlm translate`
+    run_task(s, mlm_dir, tmp_path / "out", scenario="supervised", tokenizer_dir=mlm_dir, progress=False,
+             save_models=tmp_path / "out" / "models")
+    saved = tmp_path / "out" / "models" / "de-seed0"
+    reloaded = load_seq2seq(saved)
+    assert reloaded.config.encoder.vocab_size == len(trimmed)
+    src = tmp_path / "src.txt"
+    src.write_text("the house is small\n\nthe cat\n", encoding="utf-8")
+    assert main(["translate", "--model", str(saved), "--src", str(src), "--out", str(tmp_path / "hyp.txt"),
+                 "--no-progress"]) in (0, None)
+    lines = (tmp_path / "hyp.txt").read_text(encoding="utf-8").split("\n")
+    assert len(lines) == 4 and lines[1] == ""  # three lines and the final newline; the blank stays blank
+
+
+def test_shared_embeddings_are_one_matrix_and_survive_saving(tokenizer, tmp_path):
+    mlm_dir = tiny_mlm(tokenizer, tmp_path / "mlm")
+    s = spec(tmp_path, seq2seq={"init": "encoder", "decoder_layers": 2, "share_embeddings": True})
+    task = get_task("translation")(tokenizer, s.hyperparameters)
+    task.spec = s
+    set_seed(0)
+    model = load_model(task, mlm_dir)
+    enc = model.encoder.embeddings.word_embeddings.weight
+    assert model.decoder.bert.embeddings.word_embeddings.weight is enc
+    assert model.decoder.get_output_embeddings().weight is enc
+    examples = [TranslationExample(str(i), a, b) for i, (a, b) in enumerate(PAIRS)]
+    finetune(model, task, examples, s.hyperparameters, seed=0, progress=False)
+    from metaxlm.finetune.scenarios import save_finetuned
+
+    reloaded = load_seq2seq(save_finetuned(model, task.tokenizer, tmp_path / "saved"))
+    assert torch.equal(reloaded.encoder.embeddings.word_embeddings.weight, enc)
+    assert torch.equal(reloaded.decoder.bert.embeddings.word_embeddings.weight, enc)
+
+
+def test_dropout_is_set_everywhere_and_recorded(tokenizer, model_dir, tmp_path):
+    h = hp(max_steps=2, dropout=0.3)
+    task = get_task("translation")(tokenizer, h)
+    set_seed(0)
+    model = load_model(task, model_dir)
+    examples = [TranslationExample(str(i), a, b) for i, (a, b) in enumerate(PAIRS)]
+    finetune(model, task, examples, h, seed=0, progress=False)
+    rates = {m.p for m in model.modules() if isinstance(m, torch.nn.Dropout)}
+    assert rates == {0.3}
+    for config in (model.config.encoder, model.config.decoder):
+        assert config.hidden_dropout_prob == 0.3 and config.attention_probs_dropout_prob == 0.3
+    assert Hyperparameters(dropout="0").dropout == 0.0 and Hyperparameters().dropout is None
+
+
+def test_finished_runs_are_reused_by_a_rerun_with_the_same_key(tokenizer, model_dir, tmp_path, monkeypatch):
+    """An interrupted task resumes after its last finished (language, seed) run: with the same resume key a rerun
+    trains nothing already finished; another key (other settings or weights) trains again."""
+    import metaxlm.finetune.scenarios as scenarios
+
+    s = spec(tmp_path)
+    out = tmp_path / "out"
+    first = run_task(s, model_dir, out, scenario="supervised", seeds=[0], tokenizer_dir=model_dir, progress=False,
+                     resume_key="k1")
+    assert (out / "supervised-runs" / "de-seed0.json").exists()
+
+    def no_training(*args, **kwargs):
+        raise AssertionError("a finished run was trained again")
+
+    monkeypatch.setattr(scenarios, "finetune", no_training)
+    again = run_task(s, model_dir, out, scenario="supervised", seeds=[0], tokenizer_dir=model_dir, progress=False,
+                     resume_key="k1")
+    assert again["per_language"] == first["per_language"] and again["reports"] == first["reports"]
+    with pytest.raises(AssertionError, match="trained again"):  # a new seed is a new run
+        run_task(s, model_dir, out, scenario="supervised", seeds=[0, 1], tokenizer_dir=model_dir, progress=False,
+                 resume_key="k1")
+    with pytest.raises(AssertionError, match="trained again"):  # other settings: nothing reused
+        run_task(s, model_dir, out, scenario="supervised", seeds=[0], tokenizer_dir=model_dir, progress=False,
+                 resume_key="k2")

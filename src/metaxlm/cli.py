@@ -126,6 +126,7 @@ def cmd_evaluate(args) -> None:
 
 
 def cmd_finetune(args) -> None:
+    from metaxlm.evaluation.recipe import run_fingerprint
     from metaxlm.finetune.scenarios import run_task
     from metaxlm.finetune.spec import load_task_spec
     from metaxlm.finetune.tasks import get_task
@@ -134,9 +135,12 @@ def cmd_finetune(args) -> None:
     spec = load_task_spec(args.task, args.overrides)
     languages = args.languages or spec.languages
     scenario = args.scenario or get_task(spec.type).scenarios[0]  # zero_shot; translation: supervised
+    tokenizer_dir = Path(args.tokenizer or args.model)
+    # a rerun into the same --out reuses the (language, seed) runs that finished with these settings and weights
     result = run_task(spec, Path(args.model), Path(args.out), scenario=scenario, seeds=args.seeds,
-                      languages=languages, tokenizer_dir=Path(args.tokenizer or args.model),
-                      progress=not args.no_progress)
+                      languages=languages, tokenizer_dir=tokenizer_dir, progress=not args.no_progress,
+                      save_models=Path(args.out) / "models" if args.save_models else None,
+                      resume_key=run_fingerprint(spec, scenario, Path(args.model), tokenizer_dir))
     name = Path(args.model).name
     atomic_write_json(Path(args.out) / "results.json", {"model_name": name, "model_dir": args.model,
                                                         "tasks" if scenario != "transfer_matrix"
@@ -251,6 +255,9 @@ def build_parser() -> argparse.ArgumentParser:
                    help="default: the task type's (zero_shot; translation: supervised)")
     p.add_argument("--seeds", type=int, nargs="+", default=[0])
     p.add_argument("--languages", nargs="+", help="test languages (default: the task's)")
+    p.add_argument("--save-models", action="store_true",
+                   help="write each fine-tuned model with its tokenizer to OUT/models/<language>-seed<seed>/ (a "
+                        "translation model is then ready for `metaxlm translate --model`)")
     p.add_argument("--no-progress", action="store_true")
     p.set_defaults(func=cmd_finetune)
 

@@ -138,6 +138,15 @@ def model_fingerprint(model_dir: Path, tokenizer_dir: Path) -> str:
     return digest.hexdigest()[:16]
 
 
+def run_fingerprint(spec, scenario: str, model_dir: Path | None = None, tokenizer_dir: Path | None = None, *,
+                    model_key: str | None = None) -> str:
+    """What one fine-tuning run of a task is computed from (the task's settings, the scenario, the model's weights
+    and tokenizer): a stored run with this key is reused (metaxlm.finetune.scenarios.run_task's `resume_key`)."""
+    if model_key is None:
+        model_key = model_fingerprint(model_dir, tokenizer_dir)
+    return _fingerprint({"spec": spec.model_dump(mode="json"), "scenario": scenario, "model": model_key})
+
+
 def _fingerprint(obj: Any) -> str:
     return hashlib.sha256(json.dumps(obj, sort_keys=True, default=str).encode()).hexdigest()[:16]
 
@@ -288,9 +297,11 @@ def evaluate_model(cfg: RunConfig, target: ModelToEvaluate, *, progress: bool = 
         task_seeds = spec.seeds if "seeds" in ecfg.tasks[name] and target.final else seeds
         key = {"spec": spec.model_dump(mode="json"), "scenario": scenario, "seeds": task_seeds,
                "languages": languages, "model": model_key}
+        # each finished (language, seed) run is kept too: an interrupted task resumes after its last one
+        run_key = run_fingerprint(spec, scenario, model_key=model_key)
         results.setdefault("tasks", {})[name] = _cached(
             parts / f"task-{name}.json", _fingerprint(key), run_task, spec, target.model_dir,
-            out / "finetune" / name, scenario=scenario, **{**common, "seeds": task_seeds})
+            out / "finetune" / name, scenario=scenario, resume_key=run_key, **{**common, "seeds": task_seeds})
         if name in ecfg.transfer_matrix and target.final and "transfer_matrix" in allowed:
             results.setdefault("transfer_matrix", {})[name] = _cached(
                 parts / f"matrix-{name}.json", _fingerprint({**key, "scenario": "transfer_matrix"}), run_task,

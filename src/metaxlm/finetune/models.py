@@ -24,10 +24,12 @@ def load_finetune_tokenizer(model_dir: str | Path, tokenizer_dir: str | Path | N
     return tokenizer
 
 
-def load_model(task, model_dir: str | Path):
+def load_model(task, model_dir: str | Path, train_items=None):
     """The task's head (`task.auto_model`) on the encoder in `model_dir`, head newly initialized (call
     `trainer.set_seed` first for a reproducible head). Raises if encoder weights are missing, which means the
-    directory holds a different architecture (only the pooler and the head may be new)."""
+    directory holds a different architecture (only the pooler and the head may be new). `train_items`: the
+    training examples, for a translation model whose vocabulary is trimmed to them (`seq2seq.vocabulary: train`:
+    the task's tokenizer is replaced by the trimmed one)."""
     import transformers
 
     if task.auto_model == "AutoModelForSeq2SeqLM":  # an encoder-decoder as it is, or assembled (spec.seq2seq)
@@ -39,11 +41,21 @@ def load_model(task, model_dir: str | Path):
         else:
             import torch
 
-            from metaxlm.models.veco_export import assemble_seq2seq
+            from metaxlm.models.veco_export import assemble_seq2seq, tie_encoder_decoder_embeddings
 
+            rows = None
+            if assembly.vocabulary == "train":
+                from metaxlm.vocab.trim import trimmed_tokenizer
+
+                if not train_items:
+                    raise MetaXLMError("seq2seq.vocabulary: train needs the training pairs")
+                texts = [text for ex in train_items for text in (ex.source, ex.target)]
+                task.tokenizer, rows = trimmed_tokenizer(task.tokenizer, texts)
             # new weights under the fine-tuning seed (set_seed ran just before): part of the run, like a new head
             model = assemble_seq2seq(model_dir, tokenizer=task.tokenizer, decoder_layers=assembly.decoder_layers,
-                                     init=assembly.init, seed=torch.initial_seed())
+                                     init=assembly.init, seed=torch.initial_seed(), vocabulary_rows=rows)
+            if assembly.share_embeddings:
+                tie_encoder_decoder_embeddings(model)
         check_vocabulary_fits(model, task.tokenizer, model_dir, getattr(task.tokenizer, "name_or_path", None))
         task.decoder_start_token_id = special_token(model, "decoder_start_token_id")
         return model

@@ -16,6 +16,7 @@ the documents and every language is tested on the other half only (`split_by_doc
 from __future__ import annotations
 
 import hashlib
+import json
 import math
 import time
 from collections.abc import Sequence
@@ -26,7 +27,7 @@ from metaxlm.finetune.models import load_finetune_tokenizer, load_model
 from metaxlm.finetune.spec import TaskSpec
 from metaxlm.finetune.tasks import Task, get_task
 from metaxlm.finetune.trainer import finetune, predict, set_seed
-from metaxlm.io import atomic_write_json, json_safe
+from metaxlm.io import atomic_dir, atomic_write_json, json_safe
 
 SCENARIOS = ("zero_shot", "supervised", "translate_train", "transfer_matrix")
 
@@ -192,9 +193,19 @@ def summarize(runs: dict[str, list[float]], source: str | None) -> dict:
 # -- running -------------------------------------------------------------------------------------------------
 
 class _Runner:
-    def __init__(self, spec: TaskSpec, model_dir: Path, tokenizer, progress: bool):
+    def __init__(self, spec: TaskSpec, model_dir: Path, tokenizer, progress: bool, save_dir: Path | None = None,
+                 runs_dir: Path | None = None, resume_key: str | None = None):
         self.spec, self.model_dir, self.tokenizer, self.progress = spec, model_dir, tokenizer, progress
+        self.save_dir = save_dir  # fine-tuned models are written here when given: <label>-seed<seed>/
+        # each finished run is stored here under `resume_key` (what it was computed from), and reused by a rerun
+        # with the same key: an interrupted task resumes after its last finished (language, seed)
+        self.runs_dir, self.resume_key = runs_dir, resume_key
         self.details: list[dict] = []
+
+    def _stored_run(self, label: str, seed: int) -> Path | None:
+        if self.runs_dir is None or self.resume_key is None:
+            return None
+        return self.runs_dir / f"{label.replace(' ', '_').replace('/', '_')}-seed{seed}.json"
 
     def new_task(self, train_items: list) -> Task:
         task = get_task(self.spec.type)(self.tokenizer, self.spec.hyperparameters)
@@ -219,10 +230,19 @@ class _Runner:
         """Fine-tune a fresh model on `train_items` with `seed`; score on each test set (and, with
         hyperparameters.eval_steps, also after those steps: the run's `curve`)."""
         spec = self.spec
+        stored = self._stored_run(label, seed)
+        if stored is not None and stored.exists():
+            kept = json.loads(stored.read_text(encoding="utf-8"))
+            saved = kept["detail"].get("saved_model")
+            if kept.get("key") == self.resume_key and (self.save_dir is None or (saved and Path(saved).exists())):
+                self.details.append(kept["detail"])
+                if self.progress:
+                    print(f"  {spec.name} {label} seed {seed}: reused the finished run ({stored})", flush=True)
+                return kept["detail"]["scores"]
         task = self.new_task(train_items)
         start = time.perf_counter()
         set_seed(seed)  # the new head's initialization is part of the run
-        model = load_model(task, self.model_dir)
+        model = load_model(task, self.model_dir, train_items)
         losses: list[float] = []
         curve: list[dict] = []
         testing = [0.0]  # seconds spent scoring during training
@@ -247,12 +267,29 @@ class _Runner:
             detail["reports"] = reports
         if curve:
             detail["curve"] = curve
+        if self.save_dir is not None:
+            detail["saved_model"] = str(save_finetuned(model, task.tokenizer, self.save_dir / f"{label}-seed{seed}"))
         self.details.append(detail)
+        if stored is not None:
+            atomic_write_json(stored, json_safe({"key": self.resume_key, "detail": detail}))
         if self.progress:
             shown = " ".join(f"{k} {v:.3f}" for k, v in scores.items())
             print(f"  {spec.name} {label} seed {seed}: {len(train_items)} items, {len(losses)} steps, "
                   f"{time.perf_counter() - start:.0f}s; {spec.metric} {shown}", flush=True)
         return scores
+
+
+def save_finetuned(model, tokenizer, out_dir: Path) -> Path:
+    """A fine-tuned model and its tokenizer as an HF directory (safetensors; replaced atomically): an encoder-decoder
+    loads with AutoModelForSeq2SeqLM and `metaxlm translate` reads it, a task model with its Auto class."""
+    if getattr(model.config, "is_encoder_decoder", False):
+        from metaxlm.models.veco_export import save_seq2seq
+
+        return save_seq2seq(model, tokenizer, out_dir)
+    with atomic_dir(out_dir) as tmp:
+        model.save_pretrained(str(tmp))
+        tokenizer.save_pretrained(str(tmp))
+    return out_dir
 
 
 def _numbers(reports: dict[str, dict]) -> dict[str, dict[str, float]]:
@@ -293,11 +330,15 @@ def report_summary(details: list[dict], metric: str) -> dict:
 
 def run_task(spec: TaskSpec, model_dir: str | Path, out_dir: str | Path | None = None, *,
              scenario: str = "zero_shot", seeds: Sequence[int] | None = None, languages: Sequence[str] | None = None,
-             tokenizer_dir: str | Path | None = None, progress: bool = True) -> dict:
+             tokenizer_dir: str | Path | None = None, progress: bool = True,
+             save_models: str | Path | None = None, resume_key: str | None = None) -> dict:
     """Run one scenario of one task on the model in `model_dir`; return the task entry of the results schema
     (for transfer_matrix: the matrix entry, {"languages", "scores", "std", ...}). `languages` (default: the
     spec's) are intersected with the languages the task has data for. Details of every run go to
-    `out_dir/<scenario>.json` when out_dir is given."""
+    `out_dir/<scenario>.json` when out_dir is given; each fine-tuned model (with its tokenizer) to
+    `save_models/<language>-seed<seed>/` when that is given. With `resume_key` (a fingerprint of what the runs are
+    computed from: the spec, the model's weights, the scenario) and `out_dir`, every finished run is stored in
+    `out_dir/<scenario>-runs/` and a rerun with the same key reuses it instead of fine-tuning again."""
     if scenario not in SCENARIOS:
         raise MetaXLMError(f"unknown scenario {scenario!r} (known: {', '.join(SCENARIOS)})")
     if scenario not in get_task(spec.type).scenarios:
@@ -312,7 +353,9 @@ def run_task(spec: TaskSpec, model_dir: str | Path, out_dir: str | Path | None =
     notes = [spec.note] if spec.note else []
     if skipped := [lang for lang in (languages or []) if lang not in spec.languages]:
         notes.append(f"no {spec.name} data for {', '.join(skipped)}")
-    runner = _Runner(spec, Path(model_dir), load_finetune_tokenizer(model_dir, tokenizer_dir), progress)
+    runner = _Runner(spec, Path(model_dir), load_finetune_tokenizer(model_dir, tokenizer_dir), progress,
+                     None if save_models is None else Path(save_models),
+                     None if out_dir is None else Path(out_dir) / f"{scenario}-runs", resume_key)
     data = TaskData(spec)
     start = time.perf_counter()
     if scenario == "transfer_matrix":

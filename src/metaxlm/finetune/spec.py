@@ -39,6 +39,8 @@ class Hyperparameters(Strict):
     # lr multiplier for the weights the checkpoint did not have (the new task head, a pooler the encoder lacks):
     # a fresh head on a sentence-embedding encoder whose [CLS] states barely differ learns slowly at a body's lr
     head_lr_scale: float = Field(1.0, gt=0.0)
+    # every dropout of the model (hidden, attention, embeddings) during fine-tuning; None: the model's own (BERT: 0.1)
+    dropout: float | None = Field(None, ge=0.0, lt=1.0)
     eval_batch_size: int = Field(64, ge=1)
     # auto: bf16 autocast only where bf16 matmuls are faster (metaxlm.compute.precision); default: evaluate.precision
     precision: Literal["auto", "bf16", "fp32"] = "auto"
@@ -63,7 +65,7 @@ class Hyperparameters(Strict):
         return sorted(set(steps))
 
     @field_validator("lr", "epochs", "warmup_ratio", "weight_decay", "clip", "label_smoothing", "length_penalty",
-                     "head_lr_scale", mode="before")
+                     "head_lr_scale", "dropout", mode="before")
     @classmethod
     def _float_text(cls, value):
         # YAML 1.1 reads `2e-5` (no dot) as a string; take it for the number it plainly means
@@ -82,6 +84,13 @@ class Seq2SeqAssembly(Strict):
     halves, cross-attention new; random: the same shapes, every weight new."""
     init: Literal["veco", "encoder", "random"]
     decoder_layers: int | list[int] = 6  # the last n layers, or layer indices (the paper: 6)
+    # full: the model's whole vocabulary; train: the tokenizer and every vocabulary row (both embeddings, the output
+    # layer) trimmed to the pieces the training pairs use, both sides (a 250k or 46k-row softmax dominates a small
+    # decoder's cost; the training text tokenizes exactly as before, other text may take smaller pieces)
+    vocabulary: Literal["full", "train"] = "full"
+    # one word-embedding matrix for encoder input, decoder input and decoder output (the paper's shared
+    # embeddings); false: the halves start equal and train apart (the decoder's output stays tied to its input)
+    share_embeddings: bool = False
 
 
 class TaskSpec(Strict):

@@ -46,6 +46,19 @@ def _device() -> torch.device:
     return torch.device("cuda" if torch.cuda.is_available() else "cpu")
 
 
+def set_dropout(model, p: float) -> None:
+    """Every dropout of `model` at rate `p` (HF modules read their rate at call time, attention's included), and
+    its config (and an encoder-decoder's two sub-configs) saying so, so a saved model records it."""
+    for module in model.modules():
+        if isinstance(module, torch.nn.Dropout):
+            module.p = p
+    configs = [model.config, getattr(model.config, "encoder", None), getattr(model.config, "decoder", None)]
+    for config in filter(None, configs):
+        for key in ("hidden_dropout_prob", "attention_probs_dropout_prob"):
+            if hasattr(config, key):
+                setattr(config, key, p)
+
+
 def resolved_precision(model, hp: Hyperparameters, device: torch.device, batch_size: int) -> PrecisionChoice:
     """hp.precision on `device`, "auto" decided for this model's matmuls at this batch size (once per process)."""
     tokens = batch_size * hp.max_seq_len
@@ -143,6 +156,8 @@ def finetune(model, task: Task, train_items: Sequence, hp: Hyperparameters, *, s
     lengths = [task.feature_tokens(f) if hp.batch_tokens else len(f["input_ids"]) for f in features]
     epoch_batches = length_grouped_batches(units, lengths, hp.batch_size, rng, hp.batch_tokens)
     total = hp.max_steps or max(1, math.ceil(hp.epochs * len(epoch_batches)))
+    if hp.dropout is not None:
+        set_dropout(model, hp.dropout)
     model.to(device).train()
     new = getattr(model, "metaxlm_new_parameters", ()) if hp.head_lr_scale != 1.0 else ()
     optimizer = adamw(model.named_parameters(), lr=hp.lr, weight_decay=hp.weight_decay,

@@ -132,12 +132,14 @@ def _load_source(source, init: Init):
 
 
 def assemble_seq2seq(source, tokenizer=None, decoder_layers: int | list[int] | None = DEFAULT_DECODER_LAYERS,
-                     init: Init = "veco", seed: int = 0):
+                     init: Init = "veco", seed: int = 0, vocabulary_rows: list[int] | None = None):
     """A `transformers.EncoderDecoderModel` (BertModel encoder, BertLMHeadModel decoder with cross-attention)
     assembled from `source` — a VECO model or directory (a VECO run's final/ is fine) for `init: veco`; any HF
     BERT-style encoder or MLM (incl. a VECO model: its cross-attention is ignored) for `encoder` and `random`
     (`random` only reads the shapes). `tokenizer`: for the special token ids (default: the one saved beside
-    `source`). New weights (cross-attention, pooler, everything for `random`) are drawn under `seed`."""
+    `source`). New weights (cross-attention, pooler, everything for `random`) are drawn under `seed`.
+    `vocabulary_rows`: keep only these rows of the source's vocabulary (new id k = old id rows[k]) in both halves'
+    embeddings and the output layer, for a `tokenizer` trimmed to them (metaxlm.vocab.trim.trimmed_tokenizer)."""
     from transformers import BertLMHeadModel, BertModel, EncoderDecoderModel, GenerationConfig
 
     from metaxlm.models.archs.veco import bert_config_of, is_veco, veco_from_encoder
@@ -153,6 +155,10 @@ def assemble_seq2seq(source, tokenizer=None, decoder_layers: int | list[int] | N
                           f"init: encoder for a plain encoder")
     # one layout for every init: a VECO model (a plain encoder converted: cross-attention absent → new below)
     veco = model if is_veco(model) else veco_from_encoder(model, cross_attention_layers=[], seed=seed)
+    if vocabulary_rows is not None:
+        from metaxlm.models.arch import arch_of
+
+        arch_of(veco).select_vocabulary(veco, list(vocabulary_rows))
     n = veco.config.num_hidden_layers
     layers = chosen_layers(n, decoder_layers)
     bos = tokenizer.cls_token_id if tokenizer.cls_token_id is not None else tokenizer.bos_token_id

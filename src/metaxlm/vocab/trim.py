@@ -89,3 +89,24 @@ def trim_vocab(tokenizer_dir: str | Path, texts: Iterable[str], out_dir: str | P
         old.save_pretrained(str(untrimmed))
         shutil.copyfile(spm_path, untrimmed / SPM_FILE)
     return {k: v for k, v in info.items() if k != "new_to_old"}
+
+
+def trimmed_tokenizer(tokenizer, texts: Iterable[str], *, min_count: int = 1) -> tuple[object, list[int]]:
+    """(`tokenizer` trimmed to the pieces `texts` use, new id -> old id): `trim_vocab` on the directory the tokenizer
+    was loaded from (it must hold its sentencepiece model), for a model whose vocabulary rows are then selected
+    (e.g. a translation model's output layer kept to the pair's pieces). The texts tokenize exactly as before."""
+    import json
+    import tempfile
+
+    source = Path(getattr(tokenizer, "name_or_path", "") or ".")
+    if not (source / SPM_FILE).exists():
+        raise DataError(source, None, f"a trimmed vocabulary needs the tokenizer's sentencepiece model ({SPM_FILE}) "
+                                      f"in the directory it was loaded from (metaxlm's exports hold it; else copy it there)")
+    with tempfile.TemporaryDirectory(prefix="metaxlm-trim-") as tmp:
+        out = Path(tmp) / "vocab"
+        trim_vocab(source, texts, out, min_count=min_count, progress=False)
+        new_to_old = json.loads((out / TRIM_MAP).read_text(encoding="utf-8"))["new_to_old"]
+        trimmed = load_tokenizer(out)
+    if trimmed.get_vocab() is None or len(trimmed) != len(new_to_old):
+        raise DataError(source, None, "internal error: the trimmed tokenizer does not match its trim map")
+    return trimmed, new_to_old

@@ -36,7 +36,10 @@ class TranslationTask(Task):
         # the model's decoder start token, set when the model is loaded; a target's own leading copy of it
         # (BERT tokenizers start every text with [CLS], which VECO's exporter makes the start token) is dropped
         self.decoder_start_token_id: int | None = tokenizer.cls_token_id
-        self.pad_id = tokenizer.pad_token_id if tokenizer.pad_token_id is not None else 0
+
+    @property
+    def pad_id(self) -> int:  # of the current tokenizer (load_model may trim it: seq2seq.vocabulary)
+        return self.tokenizer.pad_token_id if self.tokenizer.pad_token_id is not None else 0
 
     def model_kwargs(self) -> dict[str, Any]:
         return {}
