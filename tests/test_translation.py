@@ -440,6 +440,12 @@ def test_a_translation_task_assembles_its_encoder_decoder_from_an_encoder(tokeni
     copied = torch.equal(model.encoder.encoder.layer[0].attention.self.query.weight,
                          mlm.bert.encoder.layer[0].attention.self.query.weight)
     assert copied == (init == "encoder")
+    # the weights the source did not give, which hyperparameters.head_lr_scale speeds up: all of a random model,
+    # else the new cross-attention and pooler
+    names = {n for n, _ in model.named_parameters()}
+    expected = names if init == "random" else \
+        {n for n in names if ".crossattention." in n or n.startswith("encoder.pooler.")}
+    assert set(model.metaxlm_new_parameters) == expected
     if init == "encoder":  # the decoder is the encoder's last 2 layers; its cross-attention is new
         assert torch.equal(model.decoder.bert.encoder.layer[0].output.dense.weight,
                            mlm.bert.encoder.layer[1].output.dense.weight)

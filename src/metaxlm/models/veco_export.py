@@ -175,11 +175,16 @@ def assemble_seq2seq(source, tokenizer=None, decoder_layers: int | list[int] | N
     with torch.random.fork_rng(devices=[]):
         torch.manual_seed(seed)
         encoder, decoder = BertModel(enc_config, add_pooling_layer=True), BertLMHeadModel(dec_config)
-    if init != "random":
+    new: list[str] = []  # the parameters the source did not give (fine-tuning's head_lr_scale applies to them)
+    if init == "random":
+        new = [f"encoder.{k}" for k, _ in encoder.named_parameters()] + \
+            [f"decoder.{k}" for k, _ in decoder.named_parameters()]
+    else:
         state = {k.removeprefix("bert."): v for k, v in encoder_state(veco).items() if k.startswith("bert.")}
         missing, unexpected = encoder.load_state_dict(state, strict=False)
         if [k for k in missing if not k.startswith("pooler.")] or unexpected:
             raise RuntimeError(f"internal error: encoder does not fit (missing {missing}, unexpected {unexpected})")
+        new += [f"encoder.{k}" for k in missing]
         dec_state = {f"bert.embeddings.{k}": v for k, v in veco.bert.embeddings.state_dict().items()}
         dec_state.update({f"cls.{k}": v for k, v in veco.cls.state_dict().items()})
         for k, i in enumerate(layers):
@@ -192,6 +197,7 @@ def assemble_seq2seq(source, tokenizer=None, decoder_layers: int | list[int] | N
         new_ok = (".crossattention.", "cls.predictions.decoder.")
         if [k for k in missing if not any(s in k for s in new_ok)] or unexpected:
             raise RuntimeError(f"internal error: decoder does not fit (missing {missing}, unexpected {unexpected})")
+        new += [f"decoder.{k}" for k in missing if "cls.predictions.decoder." not in k]  # that one is tied
         decoder.tie_weights()
     seq2seq = EncoderDecoderModel(encoder=encoder, decoder=decoder)
     for key, value in ids.items():
@@ -199,6 +205,7 @@ def assemble_seq2seq(source, tokenizer=None, decoder_layers: int | list[int] | N
     seq2seq.config.vocab_size = veco.config.vocab_size
     seq2seq.generation_config = GenerationConfig(**ids)
     seq2seq.metaxlm_decoder_layers = layers  # for the caller's report (not saved)
+    seq2seq.metaxlm_new_parameters = sorted(new)  # as load_model marks a task head (not saved)
     return seq2seq.eval()
 
 
