@@ -560,3 +560,21 @@ def test_finished_runs_are_reused_by_a_rerun_with_the_same_key(tokenizer, model_
     with pytest.raises(AssertionError, match="trained again"):  # other settings: nothing reused
         run_task(s, model_dir, out, scenario="supervised", seeds=[0], tokenizer_dir=model_dir, progress=False,
                  resume_key="k2")
+
+
+def test_a_dev_set_cut_from_the_training_file_is_never_trained_on(tmp_path):
+    """dev_from_train holds n items of each train file out (largest sha256 of the id), max_train_items caps the
+    rest, and evaluate_on: dev scores those items instead of the test file."""
+    from metaxlm.finetune.scenarios import TaskData
+
+    s = spec(tmp_path, dev_from_train=2, max_train_items=3)
+    data = TaskData(s)
+    train, dev = data.train("de"), data.held_out("de")
+    assert len(dev) == 2 and len(train) == 3
+    assert not {(ex.source, ex.target) for ex in train} & {(ex.source, ex.target) for ex in dev}
+    assert data.test("de", False) == data.load("test", "de")  # scoring the test file unless asked otherwise
+    dev_data = TaskData(spec(tmp_path, dev_from_train=2, evaluate_on="dev"))
+    assert [ex.id for ex in dev_data.test("de", False)] == [ex.id for ex in dev]
+    assert len(dev_data.train("de")) == len(PAIRS) - 2
+    with pytest.raises(ValidationError, match="dev_from_train"):
+        spec(tmp_path, dev_from_train=2, train_from="test_half")

@@ -93,7 +93,24 @@ class TaskData:
             self.half = split_by_document(source)
         return self.half
 
+    def held_out(self, lang: str) -> list | None:
+        """The dev items `dev_from_train` cuts from `lang`'s train file (those with the largest sha256 of the id)."""
+        examples = self.load("train", lang)
+        n = self.spec.dev_from_train
+        if examples is None or not n:
+            return None
+        keep = set(sorted(range(len(examples)), key=lambda i: _sha(examples[i].id))[-n:])
+        return [ex for i, ex in enumerate(examples) if i in keep]
+
+    def dev(self, lang: str) -> list | None:
+        """The dev file's items, else the items held out of the train file (`dev_from_train`)."""
+        examples = self.load("dev", lang)
+        return examples if examples is not None else self.held_out(lang)
+
     def test(self, lang: str, halves: bool) -> list | None:
+        if self.spec.evaluate_on == "dev":
+            examples = self.dev(lang)
+            return None if examples is None else cap(examples, self.spec.max_test_items)
         examples = self.load("test", lang)
         if examples is not None and halves:
             examples = [ex for ex in examples if ex.id in self._halves()[1]]
@@ -108,7 +125,12 @@ class TaskData:
 
     def train(self, lang: str, which: str = "train") -> list | None:
         examples = self.load(which, lang)
-        return None if examples is None else cap([ex for ex in examples if _trainable(ex)], self.spec.max_train_items)
+        if examples is None:
+            return None
+        if which == "train" and self.spec.dev_from_train:  # the held-out dev items are never trained on
+            dev = {id(ex) for ex in self.held_out(lang) or ()}
+            examples = [ex for ex in examples if id(ex) not in dev]
+        return cap([ex for ex in examples if _trainable(ex)], self.spec.max_train_items)
 
 
 def _exists(path: Path, source: str, lang: str) -> bool:

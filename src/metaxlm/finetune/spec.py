@@ -128,6 +128,12 @@ class TaskSpec(Strict):
     hyperparameters: Hyperparameters = Field(default_factory=Hyperparameters)
     max_train_items: int | None = Field(None, ge=1)  # per training language, first items by sha256 of the id
     max_test_items: int | None = Field(None, ge=1)   # per test language, chosen the same way
+    # A dev set cut from the training file: the n items of each language with the LARGEST sha256 of their id, never
+    # trained on (max_train_items then caps the rest), for choosing settings where the dev file is missing.
+    dev_from_train: int | None = Field(None, ge=1)
+    # what is scored: `test` (the test file), or `dev` (the dev file, else the items dev_from_train holds out) when
+    # settings are being chosen — the numbers a README reports are test numbers of settings chosen on dev
+    evaluate_on: Literal["test", "dev"] = "test"
     seeds: list[int] = Field(default_factory=lambda: [0, 1, 2])
     note: str = ""  # free text for the results entry (e.g. how the data was split)
 
@@ -155,6 +161,8 @@ class TaskSpec(Strict):
         if (self.type == "translation") != (self.format in pair_formats):
             raise ValueError(f"format {self.format!r} does not fit type {self.type}: translation tasks read "
                              f"{' or '.join(sorted(pair_formats))}, and only they do")
+        if self.dev_from_train is not None and self.train_from != "train":
+            raise ValueError("dev_from_train cuts the dev set from the train file: it needs train_from: train")
         if self.seq2seq is not None and self.type != "translation":
             raise ValueError("seq2seq (assembling an encoder-decoder) is for translation tasks only")
         if self.type == "translation" and self.train_from != "train":
