@@ -221,6 +221,35 @@ def test_the_weights_of_the_four_terms(tok):
                                                       + 0.5 * terms["cs_yx"], rel=1e-5)
 
 
+def test_is_and_cs_terms_are_logged_apart(tok):
+    """evaluate() gives the mean IS-MLM and CS-MLM loss per target of the training rows since the last evaluation
+    (each equal to its term alone), then starts over; a checkpoint state without the stats still loads."""
+    model = tiny_veco(tok)
+    batch = sides_batch(tok, [4, 6], [5, 3])
+    obj = objectives(model, tok, {"veco": {"mask_prob": 0.5}})["veco"]
+    prep = obj.prepare(batch, torch.Generator().manual_seed(1))
+    model.train()
+    with shared_encodings(), torch.no_grad():
+        obj.loss_sum(model, prep.tensors)
+    model.eval()
+    logged = obj.evaluate(model, None)
+
+    def alone(**w):
+        only = objectives(model, tok, {"veco": {"mask_prob": 0.5, "is_x": 0.0, "is_y": 0.0, "cs_xy": 0.0,
+                                                 "cs_yx": 0.0, **w}})["veco"]
+        part = only.prepare(batch, torch.Generator().manual_seed(1))
+        with shared_encodings(), torch.no_grad():
+            return float(only.loss_sum(model, part.tensors))
+
+    targets = int((prep.tensors["labels"] != -100).sum())  # each side's masked tokens, IS and CS alike
+    assert logged["is_mlm"] == pytest.approx(alone(is_x=1.0, is_y=1.0) / targets, rel=1e-5)
+    assert logged["cs_mlm"] == pytest.approx(alone(cs_xy=1.0, cs_yx=1.0) / targets, rel=1e-5)
+    assert obj.evaluate(model, None) == {}  # nothing trained since
+    state = obj.checkpoint_state()
+    assert "term_stats" in state
+    obj.load_checkpoint_state({k: v for k, v in state.items() if k != "term_stats"}, "old checkpoint")
+
+
 def test_segments_batches_carry_resumable_order_coins(tok, run_template):
     data = load_prepared(run_template / "prepared", "mono")
     a = SegmentsSource(data, seq_len=32, alpha=0.7, seed=0, tokenizer=tok)

@@ -98,6 +98,9 @@ class VecoMLM(MaskedLM):
             raise ConfigError(f"{where}: CS-MLM (cs_xy, cs_yx) needs cross-attention, and the model has none "
                               f"(model.options.cross_attention_layers is empty)")
         self.pad = self.tokenizer.pad_token_id
+        # IS-MLM and CS-MLM loss sums and (weighted) target counts of this process's training rows since the last
+        # evaluation: the two terms logged apart (eval/<name>/is_mlm, cs_mlm), so CS-MLM's own fall can be seen
+        self.register_buffer("term_stats", torch.zeros(4, dtype=torch.float64))
 
     # -- inputs: the global batch, identically on every process ------------------------------------------------------
     def prepare(self, batch, generator: torch.Generator) -> Prepared:
@@ -135,20 +138,46 @@ class VecoMLM(MaskedLM):
         with torch.enable_grad() if train_is else torch.no_grad():  # X(N) alone needs no graph when detached
             hidden = encode(model, ids, mask).last_hidden_state
         total = hidden.new_zeros((), dtype=torch.float32)
+        stats = torch.zeros(4, dtype=torch.float64)
         if o.is_x or o.is_y:
             weights = torch.cat([torch.full(x_labels.shape, float(o.is_x)), torch.full(y_labels.shape, float(o.is_y))])
-            total = total + mlm_head_loss_sum(model, hidden, torch.cat([x_labels, y_labels]), weights.to(hidden.device))
+            labels = torch.cat([x_labels, y_labels])
+            term = mlm_head_loss_sum(model, hidden, labels, weights.to(hidden.device))
+            stats[0], stats[1] = float(term.detach()), float((weights * (labels.cpu() != -100)).sum())
+            total = total + term
         if o.cs_xy or o.cs_yx:
             # rows 0..n-1: ŷ attends to X(N) (CS(x, y)); rows n..2n-1: x̃ attends to Y(N) (CS(y, x))
             parts = [(y_ids, y_mask, y_labels, hidden[:n], x_mask, o.cs_xy),
                      (x_ids, x_mask, x_labels, hidden[n:], y_mask, o.cs_yx)]
             parts = [p for p in parts if p[-1]]  # a direction of weight 0 is not computed at all
             weights = torch.cat([torch.full(p[2].shape, float(p[-1])) for p in parts])
-            total = total + cs_mlm_loss_sum(
-                model, torch.cat([p[0] for p in parts]), torch.cat([p[1] for p in parts]),
-                torch.cat([p[2] for p in parts]), torch.cat([p[3] for p in parts]), torch.cat([p[4] for p in parts]),
-                weights.to(hidden.device), detach=o.detach)
+            labels = torch.cat([p[2] for p in parts])
+            term = cs_mlm_loss_sum(
+                model, torch.cat([p[0] for p in parts]), torch.cat([p[1] for p in parts]), labels,
+                torch.cat([p[3] for p in parts]), torch.cat([p[4] for p in parts]), weights.to(hidden.device),
+                detach=o.detach)
+            stats[2], stats[3] = float(term.detach()), float((weights * (labels.cpu() != -100)).sum())
+            total = total + term
+        if model.training:
+            self.term_stats += stats
         return total
+
+    def evaluate(self, model, autocast) -> dict[str, float]:
+        """Mean IS-MLM and CS-MLM loss per (weighted) target over the training rows since the last evaluation."""
+        is_sum, is_n, cs_sum, cs_n = self.term_stats.tolist()
+        self.term_stats.zero_()
+        out = {}
+        if is_n:
+            out["is_mlm"] = is_sum / is_n
+        if cs_n:
+            out["cs_mlm"] = cs_sum / cs_n
+        return out
+
+    def load_checkpoint_state(self, state: dict[str, torch.Tensor], source: str) -> None:
+        # checkpoints written before the two terms were logged apart lack `term_stats`: they resume with it at 0
+        if "term_stats" not in state:
+            state = {**state, "term_stats": torch.zeros(4, dtype=torch.float64)}
+        super().load_checkpoint_state(state, source)
 
 
 @register("veco_segments")
