@@ -495,6 +495,11 @@ def test_a_vocabulary_trimmed_to_the_training_pairs(tokenizer, tmp_path):
     saved = tmp_path / "out" / "models" / "de-seed0"
     reloaded = load_seq2seq(saved)
     assert reloaded.config.encoder.vocab_size == len(trimmed)
+    from metaxlm.finetune.translate import decoding_settings
+
+    h = s.hyperparameters  # the saved model translates as it was scored
+    assert decoding_settings(reloaded) == {"num_beams": h.num_beams, "length_penalty": h.length_penalty,
+                                           "no_repeat_ngram_size": h.no_repeat_ngram_size}
     src = tmp_path / "src.txt"
     src.write_text("the house is small\n\nthe cat\n", encoding="utf-8")
     assert main(["translate", "--model", str(saved), "--src", str(src), "--out", str(tmp_path / "hyp.txt"),
@@ -578,3 +583,19 @@ def test_a_dev_set_cut_from_the_training_file_is_never_trained_on(tmp_path):
     assert len(dev_data.train("de")) == len(PAIRS) - 2
     with pytest.raises(ValidationError, match="dev_from_train"):
         spec(tmp_path, dev_from_train=2, train_from="test_half")
+
+
+def test_no_repeated_ngrams_when_asked(tokenizer, model_dir):
+    """no_repeat_ngram_size: 1 (HF generate's): no token twice in an output; an untrained model repeats without it."""
+    from metaxlm.finetune.translate import DECODING_DEFAULTS, decoding_settings
+
+    model = load_seq2seq(model_dir)
+    texts = [a for a, _ in PAIRS]
+    kw = {"num_beams": 2, "max_new_tokens": 12, "batch_size": 3}
+    ids = [tokenizer(t, add_special_tokens=False)["input_ids"] for t in
+           generate_translations(model, tokenizer, texts, **kw, no_repeat_ngram_size=1)]
+    assert all(len(set(row)) == len(row) for row in ids)
+    plain = [tokenizer(t, add_special_tokens=False)["input_ids"] for t in generate_translations(model, tokenizer,
+                                                                                              texts, **kw)]
+    assert any(len(set(row)) < len(row) for row in plain)
+    assert decoding_settings(model) == DECODING_DEFAULTS  # a model fine-tuning did not save: the defaults

@@ -164,8 +164,8 @@ def cmd_translate(args) -> None:
             raise MetaXLMError(f"{args.ref}: {len(refs)} lines, but {args.src} has {n_src} (one reference per line)")
     result = translate_file(args.model, args.src, args.out, tokenizer_dir=args.tokenizer, num_beams=args.beam,
                             batch_size=args.batch_size, max_new_tokens=args.max_new_tokens,
-                            length_penalty=args.length_penalty, max_source_len=args.max_source_len,
-                            progress=not args.no_progress)
+                            length_penalty=args.length_penalty, no_repeat_ngram_size=args.no_repeat_ngram_size,
+                            max_source_len=args.max_source_len, progress=not args.no_progress)
     if result["truncated"]:
         print(f"metaxlm: warning: {result['truncated']:,} of {result['lines']:,} lines are longer than "
               f"{result['max_source_len']} source tokens (the model's maximum or --max-source-len) and were "
@@ -173,7 +173,7 @@ def cmd_translate(args) -> None:
     rate = result["tokens"] / result["seconds"] if result["seconds"] else 0.0
     where = "standard output" if args.out == STDIO else args.out
     print(f"translated {result['lines']:,} lines -> {where} ({result['tokens']:,} tokens generated, "
-          f"{rate:.0f} tokens/s, beam {args.beam})", file=status)
+          f"{rate:.0f} tokens/s, beam {result['decoding']['num_beams']})", file=status)
     if args.ref:
         scores = corpus_scores(result["hypotheses"], refs, target_lang=args.target_lang, tokenize=args.tokenize)
         print(f"BLEU {scores['bleu']:.2f}  {scores['signatures']['bleu']}", file=status)
@@ -268,10 +268,13 @@ def build_parser() -> argparse.ArgumentParser:
                                                "a blank line stays blank")
     p.add_argument("--out", default="-", help="translations, one line per input line, in input order (default -: "
                                              "standard output; status lines then go to standard error)")
-    p.add_argument("--beam", type=int, default=4, help="beam size (1: greedy)")
+    p.add_argument("--beam", type=int, help="beam size (1: greedy; default: the model's, as fine-tuning scored it, "
+                                            "else 4)")
     p.add_argument("--batch-size", type=int, default=32, help="sentences per generate() call")
     p.add_argument("--max-new-tokens", type=int, default=128)
-    p.add_argument("--length-penalty", type=float, default=1.0)
+    p.add_argument("--length-penalty", type=float, help="default: the model's, else 1.0")
+    p.add_argument("--no-repeat-ngram-size", type=int,
+                   help="no n-gram of this size twice in one output (default: the model's, else 0: off)")
     p.add_argument("--max-source-len", type=int, help="source tokens kept (default: the encoder's maximum)")
     p.add_argument("--ref", help="reference translations (line-aligned): print sacreBLEU BLEU and chrF")
     p.add_argument("--target-lang", help="with --ref: the target language, which picks BLEU's tokenizer "

@@ -290,6 +290,12 @@ class _Runner:
         if curve:
             detail["curve"] = curve
         if self.save_dir is not None:
+            if getattr(model.config, "is_encoder_decoder", False):  # it translates as it was scored
+                from metaxlm.finetune.translate import record_decoding
+
+                hp = spec.hyperparameters
+                record_decoding(model, num_beams=hp.num_beams, length_penalty=hp.length_penalty,
+                                no_repeat_ngram_size=hp.no_repeat_ngram_size)
             detail["saved_model"] = str(save_finetuned(model, task.tokenizer, self.save_dir / f"{label}-seed{seed}"))
         self.details.append(detail)
         if stored is not None:

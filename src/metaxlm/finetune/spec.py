@@ -54,6 +54,8 @@ class Hyperparameters(Strict):
     num_beams: int = Field(4, ge=1)
     length_penalty: float = 1.0  # exponent on the length a beam's log-probability is divided by (HF generate)
     max_new_tokens: int = Field(128, ge=1)
+    # no n-gram of this size twice in one output (HF generate's, fairseq's --no-repeat-ngram-size); 0: off
+    no_repeat_ngram_size: int = Field(0, ge=0)
     # score the test sets also after these fine-tuning steps (any task type): the result's `curve`
     eval_steps: list[int] = Field(default_factory=list)
 

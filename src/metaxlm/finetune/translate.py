@@ -58,6 +58,27 @@ def load_seq2seq(model_dir: str | Path):
     return model.eval()
 
 
+# the decoding settings a fine-tuned model carries in its generation config (fine-tuning writes the ones it was
+# scored with), and what `metaxlm translate` uses when the model has none
+DECODING_DEFAULTS = {"num_beams": 4, "length_penalty": 1.0, "no_repeat_ngram_size": 0}
+
+
+def decoding_settings(model) -> dict[str, Any]:
+    """Beam size, length penalty and no-repeat n-gram size from the model's generation config where fine-tuning
+    recorded them (`record_decoding`), else DECODING_DEFAULTS: a model saved by `metaxlm finetune --save-models`
+    translates as it was scored."""
+    config = model.generation_config
+    recorded = set(getattr(config, "metaxlm_decoding", None) or ())
+    return {key: getattr(config, key) if key in recorded else default for key, default in DECODING_DEFAULTS.items()}
+
+
+def record_decoding(model, **settings) -> None:
+    """Write the decoding settings a model was scored with into its generation config (saved with it)."""
+    for key, value in settings.items():
+        setattr(model.generation_config, key, value)
+    model.generation_config.metaxlm_decoding = sorted(settings)
+
+
 def special_token(model, key: str) -> int | None:
     """A special token id from the generation config, else the model config."""
     value = getattr(model.generation_config, key, None)
@@ -91,6 +112,7 @@ def length_sorted_batches(lengths: Sequence[int], batch_size: int) -> list[list[
 @torch.inference_mode()
 def generate_translations(model, tokenizer, texts: Sequence[str], *, num_beams: int = 4, length_penalty: float = 1.0,
                           max_new_tokens: int = 128, max_source_len: int | None = None, batch_size: int = 32,
+                          no_repeat_ngram_size: int = 0,
                           autocast: Callable[[], Any] = nullcontext, progress: bool = False,
                           desc: str = "translate", stats: dict | None = None) -> list[str]:
     """Translations of `texts`, in their order ("" for a blank text): `generate()` with beam search on batches of
@@ -122,6 +144,7 @@ def generate_translations(model, tokenizer, texts: Sequence[str], *, num_beams: 
             with autocast():
                 result = model.generate(input_ids=input_ids.to(device), attention_mask=mask.to(device),
                                         num_beams=num_beams, length_penalty=length_penalty,
+                                        no_repeat_ngram_size=no_repeat_ngram_size,
                                         max_new_tokens=new_tokens, do_sample=False)
             result = result[:, 1:].cpu()  # drop the decoder start token
             generated += int((result != pad).sum())
@@ -194,11 +217,12 @@ def read_sentences(path: str | Path) -> list[str]:
 
 
 def translate_file(model_dir: str | Path, src: str | Path, out: str | Path, *, tokenizer_dir: str | Path | None = None,
-                   num_beams: int = 4, batch_size: int = 32, max_new_tokens: int = 128,
-                   length_penalty: float = 1.0, max_source_len: int | None = None, progress: bool = True) -> dict:
+                   num_beams: int | None = None, batch_size: int = 32, max_new_tokens: int = 128,
+                   length_penalty: float | None = None, no_repeat_ngram_size: int | None = None,
+                   max_source_len: int | None = None, progress: bool = True) -> dict:
     """`metaxlm translate`: translate every line of `src` into `out` (written atomically, one line per input line,
     in input order; `-` for either: standard input / output). Returns the run's stats (sentences, generated
-    tokens, truncated sentences, seconds)."""
+    tokens, truncated sentences, seconds). Decoding settings left None are the model's (`decoding_settings`)."""
     from metaxlm.finetune.models import load_finetune_tokenizer
     from metaxlm.io import atomic_write_text
     from metaxlm.models.loading import check_vocabulary_fits
@@ -208,9 +232,12 @@ def translate_file(model_dir: str | Path, src: str | Path, out: str | Path, *, t
     tokenizer = load_finetune_tokenizer(model_dir, tokenizer_dir)
     check_vocabulary_fits(model, tokenizer, model_dir, tokenizer_dir or model_dir)
     stats: dict = {}
-    hypotheses = generate_translations(model, tokenizer, texts, num_beams=num_beams, length_penalty=length_penalty,
-                                       max_new_tokens=max_new_tokens, max_source_len=max_source_len,
-                                       batch_size=batch_size, progress=progress, stats=stats)
+    given = {"num_beams": num_beams, "length_penalty": length_penalty, "no_repeat_ngram_size": no_repeat_ngram_size}
+    decoding = {**decoding_settings(model), **{k: v for k, v in given.items() if v is not None}}
+    hypotheses = generate_translations(model, tokenizer, texts, **decoding, max_new_tokens=max_new_tokens,
+                                       max_source_len=max_source_len, batch_size=batch_size, progress=progress,
+                                       stats=stats)
+    stats["decoding"] = decoding
     # a translation never holds a newline: one line out per line in
     text = "".join(h.replace("\n", " ") + "\n" for h in hypotheses)
     if str(out) == STDIO:

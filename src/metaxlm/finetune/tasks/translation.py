@@ -102,7 +102,8 @@ class TranslationTask(Task):
         model.to(device)
         precision = resolved_precision(model, hp, device, hp.eval_batch_size)
         return generate_translations(model, self.tokenizer, [ex.source for ex in examples], num_beams=hp.num_beams,
-                                     length_penalty=hp.length_penalty, max_new_tokens=hp.max_new_tokens,
+                                     length_penalty=hp.length_penalty, no_repeat_ngram_size=hp.no_repeat_ngram_size,
+                                     max_new_tokens=hp.max_new_tokens,
                                      max_source_len=hp.max_seq_len, batch_size=hp.eval_batch_size,
                                      autocast=lambda: precision.autocast(device.type), progress=progress, desc=desc)
 
