@@ -245,9 +245,11 @@ def test_objective_losses_are_read_per_objective_and_plotted(tmp_path):
     variant = tmp_path / "pretrain" / "xa"
     variant.mkdir(parents=True)
     rows = [{"step": 0, "heldout_loss/en": 5.0}, {"step": 10, "loss": 4.0, "loss/mlm": 3.0, "loss/dwa": 1.0},
-            {"step": 20, "loss": 3.5, "loss/mlm": 2.8, "loss/dwa": 0.7}]
+            {"step": 20, "loss": 3.5, "loss/mlm": 2.8, "loss/dwa": 0.7, "eval/dwa/links_per_pair": 4.0},
+            {"step": 20, "eval/veco/is_mlm": 5.5, "eval/veco/cs_mlm": 6.2}]  # terms logged apart: own panels
     (variant / "metrics.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
-    assert objective_curves(variant) == {"mlm": ([10, 20], [3.0, 2.8]), "dwa": ([10, 20], [1.0, 0.7])}
+    assert objective_curves(variant) == {"mlm": ([10, 20], [3.0, 2.8]), "dwa": ([10, 20], [1.0, 0.7]),
+                                         "veco IS-MLM": ([20], [5.5]), "veco CS-MLM": ([20], [6.2])}
     assert plot_objective_losses(tmp_path, ["xa"], tmp_path / "o.png", {"xa": "#000000"})
     assert (tmp_path / "o.png").stat().st_size > 0
     assert not plot_objective_losses(tmp_path, ["missing"], tmp_path / "none.png", {})

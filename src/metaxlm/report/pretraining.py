@@ -6,7 +6,9 @@ Reads each variant's metrics.jsonl and writes, into the run directory:
   heldout_curves.png                held-out loss (mean over the non-pivot languages) against steps
   heldout_by_language.png           final held-out loss per language, one bar per variant
   objective_losses.png              each objective's training loss (`loss/<name>`) against steps, one panel per
-                                    objective, one line per variant (when a variant trains several objectives)
+                                    objective, one line per variant (when a variant trains several objectives),
+                                    and a panel per loss term an objective logs apart (`eval/<name>/<term>_mlm`:
+                                    VECO's IS-MLM and CS-MLM)
 A variant has the colour the run's report gives it (report/colors.py); the report redraws these figures from
 comparison.json with its own colours.
 """
@@ -41,7 +43,8 @@ BY_LANGUAGE_PNG = "heldout_by_language.png"
 
 
 def objective_curves(variant_dir: Path) -> dict[str, tuple[list[int], list[float]]]:
-    """{objective: (steps, training losses)} from the `loss/<name>` entries of a variant's metrics.jsonl."""
+    """{objective: (steps, training losses)} from the `loss/<name>` entries of a variant's metrics.jsonl, and
+    {"<objective> <term>": ...} from the loss terms it logs apart at evaluations (`eval/<name>/<term>_mlm`)."""
     curves: dict[str, tuple[list[int], list[float]]] = {}
     path = variant_dir / "metrics.jsonl"
     if not path.exists():
@@ -50,9 +53,15 @@ def objective_curves(variant_dir: Path) -> dict[str, tuple[list[int], list[float
         rec = json.loads(line)
         for key, value in rec.items():
             if key.startswith("loss/"):
-                steps, values = curves.setdefault(key.removeprefix("loss/"), ([], []))
-                steps.append(rec["step"])
-                values.append(value)
+                name = key.removeprefix("loss/")
+            elif key.startswith("eval/") and key.endswith("_mlm") and key.count("/") == 2:
+                _, objective, term = key.split("/")
+                name = f"{objective} {term.removesuffix('_mlm').upper()}-MLM"
+            else:
+                continue
+            steps, values = curves.setdefault(name, ([], []))
+            steps.append(rec["step"])
+            values.append(value)
     return curves
 
 
