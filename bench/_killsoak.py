@@ -412,6 +412,16 @@ def evaluation_schedule(parts: dict[str, dict], kills: int) -> list[tuple[str, s
     return schedule
 
 
+def _finetune_left(parts_dir: Path, part: str, steps: int) -> int:
+    """The fine-tuning steps a rerun still makes in `part` (task-<name>): its total less the steps of the (language,
+    seed) runs an earlier attempt finished, which the rerun reuses (`<eval>/finetune/<name>/<scenario>-runs/`)."""
+    if not part.startswith("task-"):
+        return steps
+    runs = parts_dir.parent / "finetune" / part.removeprefix("task-")
+    done = sum(json.loads(f.read_text())["detail"]["steps"] for f in runs.glob("*-runs/*.json"))
+    return max(0, steps - done)
+
+
 def evaluation_soak(config: Path, *, parts_dir: Path, parts: dict[str, dict], reference_seconds: float, kills: int,
                     seed: int, work: Path, timeout: float = 600, say=print,
                     aims: list[tuple[str, str]] | None = None) -> dict:
@@ -437,13 +447,12 @@ def evaluation_soak(config: Path, *, parts_dir: Path, parts: dict[str, dict], re
             part = None
         if part is None:
             plan = Plan()
-        elif kind == "finetune" and parts[part]["finetune"]:
-            before = sum(parts[p]["finetune"] for p in left[: left.index(part)])
-            plan = Plan("pause", "finetune", before + rng.randint(1, parts[part]["finetune"]),
-                        aim=f"inside fine-tuning ({part})")
-        elif parts[part]["finetune"]:
-            before = sum(parts[p]["finetune"] for p in left[: left.index(part)])
-            plan = Plan("after", "finetune", before + rng.randint(1, parts[part]["finetune"]),
+        elif kind == "finetune" and (steps := _finetune_left(parts_dir, part, parts[part]["finetune"])):
+            before = sum(_finetune_left(parts_dir, p, parts[p]["finetune"]) for p in left[: left.index(part)])
+            plan = Plan("pause", "finetune", before + rng.randint(1, steps), aim=f"inside fine-tuning ({part})")
+        elif steps := _finetune_left(parts_dir, part, parts[part]["finetune"]):
+            before = sum(_finetune_left(parts_dir, p, parts[p]["finetune"]) for p in left[: left.index(part)])
+            plan = Plan("after", "finetune", before + rng.randint(1, steps),
                         round(rng.uniform(0.0, 0.25), 3), aim=f"a random moment of {part}")
         else:
             plan = Plan("after", "part", left.index(part) + 1, round(rng.uniform(0.0, 0.25), 3),
