@@ -290,13 +290,8 @@ class _Runner:
         if curve:
             detail["curve"] = curve
         if self.save_dir is not None:
-            if getattr(model.config, "is_encoder_decoder", False):  # it translates as it was scored
-                from metaxlm.finetune.translate import record_decoding
-
-                hp = spec.hyperparameters
-                record_decoding(model, num_beams=hp.num_beams, length_penalty=hp.length_penalty,
-                                no_repeat_ngram_size=hp.no_repeat_ngram_size)
-            detail["saved_model"] = str(save_finetuned(model, task.tokenizer, self.save_dir / f"{label}-seed{seed}"))
+            detail["saved_model"] = str(save_finetuned(model, task.tokenizer, self.save_dir / f"{label}-seed{seed}",
+                                                       spec.hyperparameters))
         self.details.append(detail)
         if stored is not None:
             atomic_write_json(stored, json_safe({"key": self.resume_key, "detail": detail}))
@@ -307,12 +302,18 @@ class _Runner:
         return scores
 
 
-def save_finetuned(model, tokenizer, out_dir: Path) -> Path:
+def save_finetuned(model, tokenizer, out_dir: Path, hp=None) -> Path:
     """A fine-tuned model and its tokenizer as an HF directory (safetensors; replaced atomically): an encoder-decoder
-    loads with AutoModelForSeq2SeqLM and `metaxlm translate` reads it, a task model with its Auto class."""
+    loads with AutoModelForSeq2SeqLM and `metaxlm translate` reads it — with the decoding settings of `hp` (the
+    Hyperparameters it was scored with) recorded, so it translates as it was scored —, a task model with its Auto
+    class."""
     if getattr(model.config, "is_encoder_decoder", False):
+        from metaxlm.finetune.translate import record_decoding
         from metaxlm.models.veco_export import save_seq2seq
 
+        if hp is not None:
+            record_decoding(model, num_beams=hp.num_beams, length_penalty=hp.length_penalty,
+                            no_repeat_ngram_size=hp.no_repeat_ngram_size)
         return save_seq2seq(model, tokenizer, out_dir)
     with atomic_dir(out_dir) as tmp:
         model.save_pretrained(str(tmp))

@@ -107,6 +107,6 @@ def trimmed_tokenizer(tokenizer, texts: Iterable[str], *, min_count: int = 1) ->
         trim_vocab(source, texts, out, min_count=min_count, progress=False)
         new_to_old = json.loads((out / TRIM_MAP).read_text(encoding="utf-8"))["new_to_old"]
         trimmed = load_tokenizer(out)
-    if trimmed.get_vocab() is None or len(trimmed) != len(new_to_old):
+    if len(trimmed) != len(new_to_old):
         raise DataError(source, None, "internal error: the trimmed tokenizer does not match its trim map")
     return trimmed, new_to_old

@@ -138,12 +138,13 @@ class VecoMLM(MaskedLM):
         with torch.enable_grad() if train_is else torch.no_grad():  # X(N) alone needs no graph when detached
             hidden = encode(model, ids, mask).last_hidden_state
         total = hidden.new_zeros((), dtype=torch.float32)
-        stats = torch.zeros(4, dtype=torch.float64)
+        # summed on the device, added to the buffer without a host sync in the training step
+        stats = [hidden.new_zeros((), dtype=torch.float64)] * 4
         if o.is_x or o.is_y:
             weights = torch.cat([torch.full(x_labels.shape, float(o.is_x)), torch.full(y_labels.shape, float(o.is_y))])
             labels = torch.cat([x_labels, y_labels])
             term = mlm_head_loss_sum(model, hidden, labels, weights.to(hidden.device))
-            stats[0], stats[1] = float(term.detach()), float((weights * (labels.cpu() != -100)).sum())
+            stats[0:2] = term.detach().double(), (weights.to(labels.device) * (labels != -100)).sum().double()
             total = total + term
         if o.cs_xy or o.cs_yx:
             # rows 0..n-1: ŷ attends to X(N) (CS(x, y)); rows n..2n-1: x̃ attends to Y(N) (CS(y, x))
@@ -156,10 +157,10 @@ class VecoMLM(MaskedLM):
                 model, torch.cat([p[0] for p in parts]), torch.cat([p[1] for p in parts]), labels,
                 torch.cat([p[3] for p in parts]), torch.cat([p[4] for p in parts]), weights.to(hidden.device),
                 detach=o.detach)
-            stats[2], stats[3] = float(term.detach()), float((weights * (labels.cpu() != -100)).sum())
+            stats[2:4] = term.detach().double(), (weights.to(labels.device) * (labels != -100)).sum().double()
             total = total + term
         if model.training:
-            self.term_stats += stats
+            self.term_stats += torch.stack(stats).to(self.term_stats.device)
         return total
 
     def evaluate(self, model, autocast) -> dict[str, float]:
