@@ -453,6 +453,33 @@ def test_a_translation_task_assembles_its_encoder_decoder_from_an_encoder(tokeni
     assert math.isfinite(entry["per_language"]["de"]["mean"])
 
 
+@pytest.mark.parametrize("fast", [False, True])
+def test_pretrained_cross_attention_trains_at_the_body_rate_unless_asked(tokenizer, tmp_path, fast):
+    """init veco: the VECO layers' cross-attention comes pretrained, so only the pooler is new (head_lr_scale);
+    seq2seq.fast_cross_attention puts the cross-attention at head_lr_scale too, and the optimizer gets it."""
+    from metaxlm.compute.optim import adamw
+    from metaxlm.models.archs.veco import veco_from_encoder
+
+    mlm_dir = tiny_mlm(tokenizer, tmp_path / "mlm")
+    veco_dir = tmp_path / "veco"
+    veco_from_encoder(transformers.BertForMaskedLM.from_pretrained(mlm_dir), init="random", seed=1).save_pretrained(veco_dir)
+    tokenizer.save_pretrained(veco_dir)
+    s = spec(tmp_path, seq2seq={"init": "veco", "decoder_layers": 2, "fast_cross_attention": fast})
+    task = get_task("translation")(tokenizer, s.hyperparameters)
+    task.spec = s
+    set_seed(0)
+    model = load_model(task, veco_dir)
+    names = {n for n, _ in model.named_parameters()}
+    cross = {n for n in names if ".crossattention." in n}
+    assert cross and set(model.metaxlm_new_parameters) == \
+        {n for n in names if n.startswith("encoder.pooler.")} | (cross if fast else set())
+    optimizer = adamw(model.named_parameters(), lr=1e-4, weight_decay=0.0,
+                      lr_scales={n: 20.0 for n in model.metaxlm_new_parameters})
+    by_id = {id(p): n for n, p in model.named_parameters()}
+    fast_names = {by_id[id(p)] for g in optimizer.param_groups if g["lr"] == pytest.approx(2e-3) for p in g["params"]}
+    assert (cross <= fast_names) == fast
+
+
 def test_seq2seq_assembly_is_for_translation_tasks_only(tmp_path):
     with pytest.raises(ValidationError, match="translation tasks only"):
         TaskSpec(name="x", type="classification", format="xnli", metric="accuracy", languages=["en"],

@@ -56,6 +56,9 @@ def load_model(task, model_dir: str | Path, train_items=None):
                                      init=assembly.init, seed=torch.initial_seed(), vocabulary_rows=rows)
             if assembly.share_embeddings:
                 tie_encoder_decoder_embeddings(model)
+            if assembly.fast_cross_attention:
+                model.metaxlm_new_parameters = sorted(set(model.metaxlm_new_parameters) | {
+                    name for name, _ in model.named_parameters() if ".crossattention." in name})
         check_vocabulary_fits(model, task.tokenizer, model_dir, getattr(task.tokenizer, "name_or_path", None))
         task.decoder_start_token_id = special_token(model, "decoder_start_token_id")
         return model

@@ -93,6 +93,9 @@ class Seq2SeqAssembly(Strict):
     # one word-embedding matrix for encoder input, decoder input and decoder output (the paper's shared
     # embeddings); false: the halves start equal and train apart (the decoder's output stays tied to its input)
     share_embeddings: bool = False
+    # cross-attention at hyperparameters.head_lr_scale whatever its start: with init veco it comes pretrained (by
+    # CS-MLM) and would otherwise train at the body's rate; init encoder / random already count it as new
+    fast_cross_attention: bool = False
 
 
 class TaskSpec(Strict):
