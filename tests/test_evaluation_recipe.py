@@ -192,6 +192,24 @@ def test_a_task_runs_on_the_models_it_names_with_its_own_seeds(tiny_run, tokeniz
         recipe.evaluate_run(load_config(tiny_run, ["evaluate.tasks.toy.models=[nope]"]), progress=False)
 
 
+def test_a_transfer_matrix_is_keyed_by_the_seeds_it_ran_with(tiny_run, monkeypatch):
+    """The matrix runs at evaluate.seeds (a task's own seeds are for its main scenario): changing evaluate.seeds
+    recomputes it, even when the task's own seeds keep the task's part unchanged."""
+    base = ["evaluate.checkpoints=false", "evaluate.retrieval={}", "evaluate.alignment={}",
+            "evaluate.tasks.toy.seeds=[5]", "evaluate.transfer_matrix=[toy]"]
+    first = recipe.evaluate_run(load_config(tiny_run, [*base, "evaluate.seeds=[0]"]), progress=False)[0]
+    import metaxlm.finetune.scenarios as scenarios
+
+    calls = []
+    original = scenarios.run_task
+    monkeypatch.setattr(scenarios, "run_task", lambda *a, **k: calls.append(k["scenario"]) or original(*a, **k))
+    again = recipe.evaluate_run(load_config(tiny_run, [*base, "evaluate.seeds=[0]"]), progress=False)[0]
+    assert calls == [] and again["transfer_matrix"] == first["transfer_matrix"]
+    changed = recipe.evaluate_run(load_config(tiny_run, [*base, "evaluate.seeds=[1]"]), progress=False)[0]
+    assert calls == ["transfer_matrix"]  # the task's part (seeds [5]) is reused, the matrix is not
+    assert changed["tasks"]["toy"]["seeds"] == [5]
+
+
 def test_a_changed_model_is_evaluated_again(tiny_run, tokenizer_dir, monkeypatch):
     """Stored parts belong to the model they were computed on: retraining a variant (new weights in final/)
     recomputes them, however unchanged the settings."""

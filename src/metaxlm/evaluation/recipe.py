@@ -304,7 +304,9 @@ def evaluate_model(cfg: RunConfig, target: ModelToEvaluate, *, progress: bool = 
             out / "finetune" / name, scenario=scenario, resume_key=run_key, **{**common, "seeds": task_seeds})
         if name in ecfg.transfer_matrix and target.final and "transfer_matrix" in allowed:
             results.setdefault("transfer_matrix", {})[name] = _cached(
-                parts / f"matrix-{name}.json", _fingerprint({**key, "scenario": "transfer_matrix"}), run_task,
+                # keyed by what the matrix is computed with: evaluate.seeds (`common`), not the task's own seeds
+                parts / f"matrix-{name}.json", _fingerprint({**key, "scenario": "transfer_matrix", "seeds": seeds}),
+                run_task,
                 spec, target.model_dir, out / "finetune" / f"{name}-matrix", scenario="transfer_matrix", **common)
     if ecfg.retrieval or ecfg.alignment:
         model, tokenizer = load_encoder(target.model_dir, target.tokenizer_dir)
