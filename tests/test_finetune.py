@@ -258,14 +258,19 @@ def test_code_switched_pairs_share_a_batch(tokenizer):
               for i, ex in enumerate(english) if i != 3]  # one item has no translation
     task = get_task("classification")(tokenizer, hp(batch_size=4))
     items, pairs = code_switched_items(task, english, german)
-    # the English set and 9 code-switched tuples; the translated originals (x_de, y_de) are not trained on (PPA)
-    assert pairs == 9 and len(items) == 10 + 9
-    assert not {id(ex) for ex in german} & {id(item) for item in items}
+    # the paper's set (PPA, Section 2.3 and footnote 2): the 9 code-switched tuples alone, "2x training data" of the
+    # translated set; neither the translated originals (x_de, y_de) nor the English items
+    assert pairs == 9 and len(items) == 9 and all(isinstance(item, tuple) and len(item) == 2 for item in items)
+    assert not {id(ex) for ex in [*german, *english]} & {id(item) for item in items}
     with_originals, _ = code_switched_items(task, english, german, originals=True)
-    assert len(with_originals) == 10 + 9 + 9 and all(any(it is ex for it in with_originals) for ex in german)
-    # a translated item with no English match, or of a single-text task, is kept as it is
+    assert len(with_originals) == 9 + 9 and all(any(it is ex for it in with_originals) for ex in german)
+    with_english, _ = code_switched_items(task, english, german, english_too=True)
+    assert len(with_english) == 10 + 9 and with_english[:10] == english
+    # a translated item with no English match is kept as it is; with nothing switched (single-text tasks) the
+    # plain translate-train set: English and translated items
     lone = ClassificationExample("zz", "nur hier", "no", text_pair="x")
-    assert code_switched_items(task, english, [lone])[0][-1] is lone
+    assert code_switched_items(task, english, [lone]) == ([*english, lone], 0)
+    assert code_switched_items(task, english, [*german, lone])[0][-1] is lone
     groups = [item for item in items if isinstance(item, tuple)]
     xx_en, en_xx = groups[0]
     assert (xx_en.text, xx_en.text_pair) == (german[0].text, english[0].text_pair)
@@ -446,15 +451,15 @@ def test_translate_train_adds_code_switched_pairs(model_dir, tokenizer_dir, tmp_
     entry = run_task(spec, model_dir, tmp_path / "out", scenario="translate_train", tokenizer_dir=tokenizer_dir,
                      progress=False)
     assert set(entry["per_language"]) == {"en", "de"}
-    assert "code-switched pairs (Pan et al. 2021) per language, instead of the translated originals: de 12" \
-        in entry["note"]
+    assert "code-switched pairs (Pan et al. 2021) per language, instead of the translated originals, without the " \
+        "English items: de 12" in entry["note"]
     runs = json.loads((tmp_path / "out" / "translate_train.json").read_text())["runs"]
-    # the English items and 12 tuples of two code-switched examples; not the 12 translated originals (PPA)
-    assert [(r["label"], r["train_items"]) for r in runs] == [("en", 12), ("en+de", 12 + 12)]
-    spec = spec.model_copy(update={"code_switch_originals": True})
+    # 12 tuples of two code-switched examples: not the 12 translated originals nor the English items (PPA)
+    assert [(r["label"], r["train_items"]) for r in runs] == [("en", 12), ("en+de", 12)]
+    spec = spec.model_copy(update={"code_switch_originals": True, "code_switch_english": True})
     entry = run_task(spec, model_dir, tmp_path / "out2", scenario="translate_train", tokenizer_dir=tokenizer_dir,
                      progress=False)
-    assert "with the translated originals: de 12" in entry["note"]
+    assert "with the translated originals, with the English items: de 12" in entry["note"]
     runs = json.loads((tmp_path / "out2" / "translate_train.json").read_text())["runs"]
     assert [(r["label"], r["train_items"]) for r in runs] == [("en", 12), ("en+de", 12 + 12 + 12)]
 

@@ -3,9 +3,10 @@
 - zero_shot: fine-tune on the source language, test every language.
 - supervised: per language with a train file, fine-tune and test in that language.
 - translate_train: per language, fine-tune on the source train data plus that language's (machine-
-  translated) train data; for pair tasks the code-switched pairs of Pan et al. (2021), (x_xx, y_en) and
-  (x_en, y_xx) of one item in the same batch, instead of the translated item (x_xx, y_xx) itself (their
-  footnote 2; `code_switch_originals: true` keeps it too); test in that language.
+  translated) train data; for pair tasks, as Pan et al. (2021), only the code-switched pairs (x_xx, y_en) and
+  (x_en, y_xx) of each item, in the same batch — not the translated item (x_xx, y_xx) (their footnote 2;
+  `code_switch_originals: true` adds it) nor the English items (`code_switch_english: true` adds them); test in
+  that language.
 - transfer_matrix: every language as source (its training data, see `matrix_training_data`), every
   language as target; a source without training data gets a row of NaN (null in JSON) and says so.
 
@@ -164,14 +165,17 @@ def matrix_training_data(data: TaskData, lang: str) -> tuple[list | None, str]:
     return None, "no training data (row is null)"
 
 
-def code_switched_items(task: Task, english: list, translated: list, *, originals: bool = False) -> tuple[list, int]:
-    """Training items for translate-train in one language: the English set, and for each translated example of a
-    pair task with a matching English id its two code-switched examples (x_xx, y_en), (x_en, y_xx) as one tuple (the
-    trainer keeps a tuple in one batch). As Pan et al. (2021, footnote 2), the translated original (x_xx, y_xx) of a
-    code-switched example is not trained on, unless `originals`; translated examples without a code-switched form
-    (single-text tasks, no English match) are kept as they are."""
-    items: list = list(english)
+def code_switched_items(task: Task, english: list, translated: list, *, originals: bool = False,
+                        english_too: bool = False) -> tuple[list, int]:
+    """Training items for translate-train in one language. For each translated example of a pair task with a
+    matching English id, its two code-switched examples (x_xx, y_en), (x_en, y_xx) as one tuple (the trainer keeps a
+    tuple in one batch) — Pan et al. (2021, Section 2.3): "resulting in 2x training data". As their footnote 2, the
+    translated original (x_xx, y_xx) of a code-switched example is not trained on, unless `originals`; the English
+    items are not either, unless `english_too`. Translated examples without a code-switched form (no English match)
+    are kept as they are. A task with no code-switched form at all (single-text tasks) gets the plain translate-train
+    set: the English items and the translated ones. Returns (items, number of code-switched tuples)."""
     by_id = {ex.id: ex for ex in english}
+    items: list = []
     pairs = 0
     for ex in translated:
         switched = task.code_switch(by_id[ex.id], ex) if ex.id in by_id else None
@@ -182,6 +186,8 @@ def code_switched_items(task: Task, english: list, translated: list, *, original
             items.append(ex)
         items.append(tuple(switched))
         pairs += 1
+    if english_too or not pairs:
+        items = [*english, *items]
     return items, pairs
 
 
@@ -479,16 +485,19 @@ def _translate_train(runner: _Runner, data: TaskData, langs, seeds, notes) -> di
             items = [*source, *translated]
             if spec.code_switch:
                 items, pairs = code_switched_items(runner.new_task(source), source, translated,
-                                                   originals=spec.code_switch_originals)
-                switched.append(f"{lang} {pairs}")
+                                                   originals=spec.code_switch_originals,
+                                                   english_too=spec.code_switch_english)
+                if pairs:
+                    switched.append(f"{lang} {pairs}")
         label = spec.source if lang == spec.source else f"{spec.source}+{lang}"
         runs[lang] = [runner.train_and_test(items, {lang: examples}, seed, label)[lang] for seed in seeds]
     if untrained:
         notes.append(f"translate_train: no translated train file for {', '.join(untrained)} (not scored)")
     if switched:
         kept = "with" if spec.code_switch_originals else "instead of"
-        notes.append(f"code-switched pairs (Pan et al. 2021) per language, {kept} the translated originals: "
-                     f"{', '.join(switched)}")
+        english = "with" if spec.code_switch_english else "without"
+        notes.append(f"code-switched pairs (Pan et al. 2021) per language, {kept} the translated originals, "
+                     f"{english} the English items: {', '.join(switched)}")
     return runs
 
 

@@ -121,6 +121,9 @@ class TaskSpec(Strict):
     code_switch: bool = True  # translate_train, pair tasks: (x_xx, y_en) and (x_en, y_xx) of an item in one batch
     # ... and also train on the translated original (x_xx, y_xx) of a code-switched item (PPA does not: footnote 2)
     code_switch_originals: bool = False
+    # ... and also on the English items (metaxlm before issue 26; PPA trains on the switched pairs alone: "2x
+    # training data" of the translated set)
+    code_switch_english: bool = False
     qa_normalization: Literal["squad", "mlqa"] = "squad"  # mlqa: per-language answer normalization
     # translation: `forward` translates the source language (TSV column 1, the `{side}` = source file) into each
     # language, `reverse` each language into the source language
