@@ -464,6 +464,65 @@ def test_translate_train_adds_code_switched_pairs(model_dir, tokenizer_dir, tmp_
     assert [(r["label"], r["train_items"]) for r in runs] == [("en", 12), ("en+de", 12 + 12 + 12)]
 
 
+# -- collapsed fine-tuning ------------------------------------------------------------------------------------
+
+def test_each_task_type_names_a_collapsed_model_and_only_that(tokenizer):
+    """One answer for >= 95% of test items is a collapse when the gold answers are less uniform; a test set that is
+    itself uniform proves nothing, and a varied prediction is no collapse."""
+    from metaxlm.data.examples import TranslationExample
+    from metaxlm.finetune.tasks.base import collapsed_to_one
+
+    assert collapsed_to_one(["a"] * 19 + ["b"], ["a", "b"] * 10) == ("a", 0.95)
+    assert collapsed_to_one(["a"] * 18 + ["b"] * 2, ["a", "b"] * 10) is None      # 90%: not collapsed
+    assert collapsed_to_one(["a"] * 20, ["a"] * 19 + ["b"]) is None               # the gold is as uniform
+    assert collapsed_to_one([], []) is None
+    h = hp()
+    cls = [ClassificationExample(str(i), "x", "ab"[i % 2]) for i in range(20)]
+    assert "predicts one class ('a') for 100% of test items" == get_task("classification")(tokenizer, h).collapse(
+        cls, ["a"] * 20)
+    assert get_task("classification")(tokenizer, h).collapse(cls, [ex.label for ex in cls]) is None
+    tags = [TaggingExample(str(i), ("a", "b"), ("NOUN", "VERB")) for i in range(10)]
+    tagging = get_task("tagging")(tokenizer, h)
+    assert "one tag ('NOUN') for 100% of test words" in tagging.collapse(tags, [["NOUN", "NOUN"]] * 10)
+    assert tagging.collapse(tags, [["NOUN", "VERB"]] * 10) is None
+    spans = [SpanExample(str(i), "Strg+C", ((0, 6, "key"),)) for i in range(10)]
+    span_task = get_task("spans")(tokenizer, h)
+    assert "no span in 100%" in span_task.collapse(spans, [set()] * 10)
+    assert span_task.collapse(spans, [{(0, 6, "key")}] * 10) is None
+    qa = [QAExample(str(i), "q?", "a context", (("context", 2),)) for i in range(10)]
+    qa_task = get_task("qa")(tokenizer, h)
+    assert "empty answer to 100%" in qa_task.collapse(qa, {ex.id: "" for ex in qa})
+    assert qa_task.collapse(qa, {ex.id: "context" for ex in qa}) is None  # one answer, but not an empty one
+    mt = [TranslationExample(str(i), f"s{i}", f"t{i}") for i in range(10)]
+    mt_task = get_task("translation")(tokenizer, h)
+    assert "one output ('Klicken Sie') for 100%" in mt_task.collapse(mt, ["Klicken Sie"] * 10)
+    assert mt_task.collapse(mt, [f"t{i}" for i in range(10)]) is None
+
+
+def test_a_forced_collapse_is_marked_warned_and_reported(toy_task, model_dir, tokenizer_dir, tmp_path, capsys):
+    """Training items of one class only: the model predicts that class for every test item. The run is marked in
+    the task entry (language, seed, what), a one-line warning names task, language, seed and the likely cause, and
+    the report's table shows it next to the number."""
+    from metaxlm.report.evaluation import format_task_table
+
+    one_class = tmp_path / "one"
+    one_class.mkdir()
+    rows = [json.loads(line) for line in (tmp_path / "train.en.jsonl").read_text(encoding="utf-8").splitlines()]
+    (one_class / "train.en.jsonl").write_text("".join(json.dumps({**r, "label": "a"}) + "\n" for r in rows),
+                                              encoding="utf-8")
+    spec = toy_task.model_copy(update={"train": str(one_class / "train.{lang}.jsonl")})
+    capsys.readouterr()
+    entry = run_task(spec, model_dir, tmp_path / "out", scenario="zero_shot", languages=["en", "de"],
+                     tokenizer_dir=tokenizer_dir, progress=False)
+    assert set(entry["collapsed"]) == {"en", "de"}
+    assert [run["seed"] for run in entry["collapsed"]["de"]] == [0, 1]
+    assert entry["collapsed"]["de"][0]["what"] == "predicts one class ('a') for 100% of test items"
+    warning = [line for line in capsys.readouterr().err.splitlines() if line.startswith("warning:")]
+    assert len(warning) == 1 and "toy" in warning[0] and "de seed 1" in warning[0] and "learning rate" in warning[0]
+    table = format_task_table("toy", {"model": entry})
+    assert "(collapsed: 2/2 seeds)" in table and "predicts one class ('a')" in table
+
+
 # -- task specs ----------------------------------------------------------------------------------------------
 
 def test_every_task_config_loads():

@@ -19,6 +19,7 @@ from __future__ import annotations
 import hashlib
 import json
 import math
+import sys
 import time
 from collections.abc import Sequence
 from pathlib import Path
@@ -242,17 +243,20 @@ class _Runner:
         task.fit_labels([ex for item in train_items for ex in (item if isinstance(item, tuple) else (item,))])
         return task
 
-    def test(self, task: Task, model, tests: dict[str, list], label: str) -> tuple[dict[str, float], dict]:
-        """The main metric per language, and each language's `task.report` (further scores, signatures)."""
+    def test(self, task: Task, model, tests: dict[str, list], label: str) -> tuple[dict[str, float], dict, dict]:
+        """The main metric per language, each language's `task.report` (further scores, signatures), and what the
+        model does in each language where it collapsed (`task.collapse`)."""
         spec = self.spec
-        scores, reports = {}, {}
+        scores, reports, collapsed = {}, {}, {}
         for lang, examples in tests.items():
             predictions = predict(model, task, examples, spec.hyperparameters, progress=self.progress,
                                   desc=f"{spec.name} test {lang}{label}")
             scores[lang] = task.score(examples, predictions, metric=spec.metric, lang=lang)
             if report := task.report(examples, predictions, lang=lang):
                 reports[lang] = report
-        return scores, reports
+            if what := task.collapse(examples, predictions):
+                collapsed[lang] = what
+        return scores, reports, collapsed
 
     def train_and_test(self, train_items: list, tests: dict[str, list], seed: int, label: str) -> dict[str, float]:
         """Fine-tune a fresh model on `train_items` with `seed`; score on each test set (and, with
@@ -278,14 +282,14 @@ class _Runner:
         def on_step(step: int, total: int) -> None:
             if step in spec.hyperparameters.eval_steps and step < total:  # the last step is the final test
                 began = time.perf_counter()
-                scores, reports = self.test(task, model, tests, f" @{step}")
+                scores, reports, _ = self.test(task, model, tests, f" @{step}")
                 curve.append({"step": step, "scores": scores, "reports": _numbers(reports)})
                 testing[0] += time.perf_counter() - began
 
         finetune(model, task, train_items, spec.hyperparameters, seed=seed, progress=self.progress, history=losses,
                  desc=f"{spec.name} {label} seed {seed}", on_step=on_step if spec.hyperparameters.eval_steps else None)
         trained = time.perf_counter() - start - testing[0]
-        scores, reports = self.test(task, model, tests, "")
+        scores, reports, collapsed = self.test(task, model, tests, "")
         if spec.hyperparameters.eval_steps:
             curve.append({"step": len(losses), "scores": scores, "reports": _numbers(reports)})
         detail = {"label": label, "seed": seed, "train_items": len(train_items), "steps": len(losses),
@@ -293,6 +297,8 @@ class _Runner:
                   "total_seconds": round(time.perf_counter() - start, 1), "scores": scores}
         if reports:
             detail["reports"] = reports
+        if collapsed:
+            detail["collapsed"] = collapsed
         if curve:
             detail["curve"] = curve
         if self.save_dir is not None:
@@ -363,6 +369,15 @@ def report_summary(details: list[dict], metric: str) -> dict:
     return out
 
 
+def collapsed_runs(details: list[dict]) -> dict[str, list[dict]]:
+    """Per test language, the runs whose model collapsed (Task.collapse): seed, training label, what it does."""
+    out: dict[str, list[dict]] = {}
+    for detail in details:
+        for lang, what in detail.get("collapsed", {}).items():
+            out.setdefault(lang, []).append({"seed": detail["seed"], "trained_on": detail["label"], "what": what})
+    return out
+
+
 def run_task(spec: TaskSpec, model_dir: str | Path, out_dir: str | Path | None = None, *,
              scenario: str = "zero_shot", seeds: Sequence[int] | None = None, languages: Sequence[str] | None = None,
              tokenizer_dir: str | Path | None = None, progress: bool = True,
@@ -402,6 +417,12 @@ def run_task(spec: TaskSpec, model_dir: str | Path, out_dir: str | Path | None =
         entry.update(summarize(runs, None if scenario == "supervised" else spec.source))
         entry.update(report_summary(runner.details, spec.metric))
     entry["note"] = "; ".join(n for n in notes if n)
+    if collapsed := collapsed_runs(runner.details):
+        entry["collapsed"] = collapsed
+        runs = [f"{lang} seed {run['seed']}" for lang, found in collapsed.items() for run in found]
+        first = next(iter(collapsed.values()))[0]["what"]
+        print(f"warning: {spec.name} ({scenario}): fine-tuning collapsed in {', '.join(runs)} (e.g. {first}): likely "
+              f"too few steps or too high a learning rate", file=sys.stderr, flush=True)
     if out_dir is not None:
         atomic_write_json(Path(out_dir) / f"{scenario}.json", json_safe({
             "task": spec.model_dump(mode="json"), "model_dir": str(model_dir), "entry": entry,

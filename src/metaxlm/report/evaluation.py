@@ -5,7 +5,9 @@ Input: every `<run>/eval/<model_name>/results.json` (written by evaluation/recip
     {"model_name": "metaxlm@step200", "variant": "metaxlm", "step": 200, "model_dir": "...",
      "tasks": {"<task>": {"type": "classification", "metric": "accuracy", "scenario": "zero_shot", "source": "en",
          "seeds": [0, 1], "per_language": {"en": {"mean": 0.8, "std": 0.01, "runs": [0.79, 0.81]}, ...},
-         "average": {"mean": .., "std": ..}, "target_average": {..}, "transfer_gap": {..}, "note": "free text"}},
+         "average": {"mean": .., "std": ..}, "target_average": {..}, "transfer_gap": {..}, "note": "free text",
+         "collapsed": {"de": [{"seed": 0, "trained_on": "en", "what": "predicts one class ('x') for 100% of
+                                test items"}]}}},  # only runs whose model gives one answer to ~every item
      "transfer_matrix": {"<task>": {"languages": ["en", "de"], "scores": [[..], [..]]}},  # rows source, cols target
      "retrieval": {"<set>": {"layers": [0, 1, ..], "average": [..],
                              "per_language": {"de": {"src2tgt": [..], "tgt2src": [..], "mean": [..]}}}},
@@ -84,10 +86,16 @@ def task_table(task: str, entries: dict[str, dict]) -> Table:
               if any(t.get(key) for t in entries.values())]
     header = ["model", *langs, *(label for label, _ in extras)]
     rows, shown = [], []
+    collapsed_seen = []
     for model, t in entries.items():
         cells = [cell(t.get("per_language", {}).get(lang), n_seeds(t), scale) for lang in langs]
         cells += [cell(t.get(key), n_seeds(t), scale) for _, key in extras]
-        rows.append([model, *(text for text, _ in cells)])
+        texts = [text for text, _ in cells]
+        for c, lang in enumerate(langs):
+            if runs := (t.get("collapsed") or {}).get(lang):
+                texts[c] += f" (collapsed: {len(runs)}/{n_seeds(t)} seeds)"
+                collapsed_seen.append((model, lang, runs))
+        rows.append([model, *texts])
         shown.append([value for _, value in cells])
     bold = set()
     for c in range(len(header) - 1) if len(rows) > 1 else ():
@@ -102,6 +110,11 @@ def task_table(task: str, entries: dict[str, dict]) -> Table:
                + (f" from {first['source']}" if first.get("source") else "")
                + f"; mean ± std over {seeds} seed(s). avg: all languages; gap: source − mean of the other languages"
                " (lower is better). Best per column in bold.")
+    if collapsed_seen:
+        model, lang, runs = collapsed_seen[0]
+        caption += (" Collapsed: the fine-tuned model gives one answer to (nearly) every test item, so its score is a"
+                    f" prior, not transfer (e.g. {model}, {lang}, seed {runs[0]['seed']}: {runs[0]['what']}); likely"
+                    " too few fine-tuning steps or too high a learning rate.")
     return Table(header, rows, bold, caption)
 
 

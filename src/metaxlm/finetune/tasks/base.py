@@ -19,6 +19,22 @@ import numpy as np
 from metaxlm.finetune.spec import Hyperparameters
 
 Feature = dict[str, Any]
+# a fine-tuned model giving one answer to at least this share of the test items (when the gold answers are less
+# uniform) has learned a prior, not the task: results.json and the report mark it "collapsed"
+COLLAPSE_SHARE = 0.95
+
+
+def collapsed_to_one(predicted: Sequence, gold: Sequence) -> tuple[Any, float] | None:
+    """(value, share) when one value is at least COLLAPSE_SHARE of `predicted` while it is less of `gold` (a test
+    set that is itself that uniform proves nothing), else None."""
+    from collections import Counter
+
+    if not predicted:
+        return None
+    value, count = Counter(predicted).most_common(1)[0]
+    share = count / len(predicted)
+    gold_share = sum(g == value for g in gold) / len(gold) if gold else 0.0
+    return (value, share) if share >= COLLAPSE_SHARE and gold_share < COLLAPSE_SHARE else None
 MODEL_INPUTS = ("input_ids", "token_type_ids")
 
 
@@ -72,6 +88,11 @@ class Task:
         """Every score this task reports beside the main metric (name -> number), and how they were computed
         (e.g. "signatures"); recorded in the results. Default: nothing more."""
         return {}
+
+    def collapse(self, examples: Sequence, predictions: list) -> str | None:
+        """What a collapsed model does ("predicts one class ('x') for 98% of test items"), or None: the predictions
+        are (nearly) one answer for every input (COLLAPSE_SHARE). Default: never judged."""
+        return None
 
     # -- training and inference (the trainer calls these) ------------------------------------------------------
     def collate(self, features: list[Feature], pad_id: int, *, train: bool) -> dict:

@@ -10,7 +10,7 @@ import numpy as np
 from metaxlm.data.examples import ClassificationExample
 from metaxlm.errors import MetaXLMError
 from metaxlm.finetune.tasks import register_task
-from metaxlm.finetune.tasks.base import Feature, Task
+from metaxlm.finetune.tasks.base import Feature, Task, collapsed_to_one
 
 
 @register_task("classification")
@@ -50,6 +50,10 @@ class ClassificationTask(Task):
         from metaxlm.metrics import accuracy
 
         return accuracy(predictions, [ex.label for ex in examples])
+
+    def collapse(self, examples, predictions) -> str | None:
+        found = collapsed_to_one(predictions, [ex.label for ex in examples])
+        return None if found is None else f"predicts one class ({found[0]!r}) for {found[1]:.0%} of test items"
 
     def code_switch(self, english: ClassificationExample, translated: ClassificationExample):
         if english.text_pair is None or translated.text_pair is None:

@@ -11,7 +11,7 @@ import numpy as np
 
 from metaxlm.data.examples import QAExample
 from metaxlm.finetune.tasks import register_task
-from metaxlm.finetune.tasks.base import Feature, Task
+from metaxlm.finetune.tasks.base import Feature, Task, collapsed_to_one
 
 
 def _answer_span(offsets: list[tuple[int, int] | None], start_char: int, end_char: int) -> tuple[int, int]:
@@ -93,6 +93,11 @@ class QATask(Task):
             else:
                 predictions[ex.id] = ""
         return predictions
+
+    def collapse(self, examples, predictions) -> str | None:
+        found = collapsed_to_one([not predictions[ex.id].strip() for ex in examples],
+                                 [not any(text for text, _ in ex.answers) for ex in examples])
+        return None if found is None or not found[0] else f"gives an empty answer to {found[1]:.0%} of test questions"
 
     def score(self, examples, predictions, *, metric: str, lang: str | None = None) -> float:
         from metaxlm.metrics import squad_em_f1

@@ -14,7 +14,7 @@ import numpy as np
 
 from metaxlm.data.examples import SpanExample
 from metaxlm.finetune.tasks import register_task
-from metaxlm.finetune.tasks.base import Feature, Task
+from metaxlm.finetune.tasks.base import Feature, Task, collapsed_to_one
 from metaxlm.finetune.tasks.tagging import IGNORE
 
 Span = tuple[int, int, str]
@@ -107,6 +107,10 @@ class SpanTask(Task):
             tags = [self.labels[int(k)] for k in np.argmax(logits, axis=-1)]
             predictions.append(bio_to_spans(feature["offsets"], tags))
         return predictions
+
+    def collapse(self, examples, predictions) -> str | None:
+        found = collapsed_to_one([not spans for spans in predictions], [not ex.spans for ex in examples])
+        return None if found is None or not found[0] else f"predicts no span in {found[1]:.0%} of test items"
 
     def score(self, examples, predictions, *, metric: str, lang: str | None = None) -> float:
         from metaxlm.metrics import span_f1

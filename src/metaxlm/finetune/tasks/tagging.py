@@ -11,7 +11,7 @@ import numpy as np
 from metaxlm.data.examples import TaggingExample
 from metaxlm.errors import MetaXLMError
 from metaxlm.finetune.tasks import register_task
-from metaxlm.finetune.tasks.base import Feature, Task
+from metaxlm.finetune.tasks.base import Feature, Task, collapsed_to_one
 
 IGNORE = -100
 
@@ -70,6 +70,10 @@ class TaggingTask(Task):
                     tags[word] = self.labels[int(best[position])]
             predictions.append(tags)
         return predictions
+
+    def collapse(self, examples, predictions) -> str | None:
+        found = collapsed_to_one([t for tags in predictions for t in tags], [t for ex in examples for t in ex.tags])
+        return None if found is None else f"predicts one tag ({found[0]!r}) for {found[1]:.0%} of test words"
 
     def score(self, examples, predictions, *, metric: str, lang: str | None = None) -> float:
         from metaxlm.metrics import accuracy, seqeval_f1

@@ -21,7 +21,7 @@ from metaxlm.data.examples import TranslationExample
 from metaxlm.data.padding import pad_right
 from metaxlm.finetune.spec import Hyperparameters
 from metaxlm.finetune.tasks import register_task
-from metaxlm.finetune.tasks.base import Feature, Task
+from metaxlm.finetune.tasks.base import Feature, Task, collapsed_to_one
 
 IGNORE = -100
 
@@ -119,6 +119,10 @@ class TranslationTask(Task):
         spec = getattr(self, "spec", None)
         return corpus_scores(predictions, [ex.target for ex in examples], target_lang=self.target_language(lang),
                              tokenize=spec.bleu_tokenize if spec is not None else None)
+
+    def collapse(self, examples, predictions) -> str | None:
+        found = collapsed_to_one(list(predictions), [ex.target for ex in examples])
+        return None if found is None else f"gives one output ({found[0][:40]!r}) for {found[1]:.0%} of test sentences"
 
     def score(self, examples, predictions, *, metric: str, lang: str | None = None) -> float:
         return self.report(examples, predictions, lang=lang)[metric]
