@@ -10,6 +10,8 @@ from metaxlm.errors import DataError
 from metaxlm.report.evaluation import write_report
 from metaxlm.report.findings import (
     ABOUT_EQUAL,
+    AT_CHANCE,
+    AT_FLOOR,
     GREATER,
     INCONCLUSIVE,
     LESS,
@@ -23,6 +25,7 @@ from metaxlm.report.findings import (
     check_findings,
     combine,
     compare,
+    limits_section,
     compare_gap_trends,
     compare_layers,
     table1_figure,
@@ -237,6 +240,58 @@ def test_findings_without_the_data():
     retrieval = by_claim["sentence retrieval acc@1: MetaXLM above XLM at every layer"]
     assert (retrieval.verdict, retrieval.measured) == (NO_DATA, "no retrieval set in both")
     assert check_findings({}, _results(models)) == []
+
+
+def test_both_at_chance_cannot_be_judged_one_at_chance_can():
+    """The distillation row of the demo: XLM+KD and XLM both at the majority-class score is no evidence that they
+    are about equal; MetaXLM above a model at chance is still judged."""
+    models = [m for m in _models() if m["step"] == 100]
+    models.append(_data("xlm_kd", "xlm_kd", 100, [0.50, 0.50], [0.0, 0.0]))
+    for m in models:
+        m["tasks"]["xnli"]["chance"] = {"en": 0.5, "de": 0.5}  # a balanced binary test set
+    models[0]["tasks"]["xnli"] = {**_task([0.50, 0.502], [0.0, 0.0]), "chance": {"en": 0.5, "de": 0.5}}  # XLM
+    by_claim = _by_claim(check_findings({"xlm": "xlm", "both": "metaxlm", "distill": "xlm_kd"}, _results(models)))
+    distill = by_claim["distillation (XLM+KD) about equal to XLM"]
+    assert distill.verdict == AT_CHANCE and distill.measured.endswith("; chance (majority class) 50.0")
+    assert by_claim["zero-shot transfer: MetaXLM above XLM"].verdict == REPRODUCED  # 61 vs 50: one side learned
+    # without recorded chance levels (results from before) the verdict is as always
+    for m in models:
+        del m["tasks"]["xnli"]["chance"]
+    assert _by_claim(check_findings({"xlm": "xlm", "distill": "xlm_kd"}, _results(models)))[
+        "distillation (XLM+KD) about equal to XLM"].verdict == REPRODUCED
+
+
+def test_retrieval_at_a_random_rankings_floor_cannot_be_judged():
+    models = [m for m in _models() if m["step"] == 100]
+    for m, values in zip(models[:2], ([0.01, 0.011, 0.012, 0.01], [0.012, 0.013, 0.014, 0.012]), strict=True):
+        m["retrieval"]["tatoeba"] = {"layers": LAYERS, "average": values,
+                                     "per_language": {"de": {"pairs": 100, "mean": values}}}
+    retrieval = _by_claim(check_findings({"xlm": "xlm", "both": "metaxlm"}, _results(models)))[
+        "sentence retrieval acc@1: MetaXLM above XLM at every layer"]
+    assert retrieval.verdict == AT_FLOOR and "random ranking 1.0%" in retrieval.measured
+    models[1]["retrieval"]["tatoeba"]["average"] = [0.01, 0.05, 0.10, 0.05]  # learned at some layers: judged
+    retrieval = _by_claim(check_findings({"xlm": "xlm", "both": "metaxlm"}, _results(models)))[
+        "sentence retrieval acc@1: MetaXLM above XLM at every layer"]
+    assert retrieval.verdict != AT_FLOOR
+
+
+def test_the_report_opens_with_what_the_run_can_and_cannot_show(tmp_path):
+    models = [m for m in _models() if m["step"] == 100]
+    for m in models:
+        m["tasks"]["xnli"]["chance"] = {"en": 0.5, "de": 0.5}
+    models[0]["tasks"]["xnli"] = {**_task([0.50, 0.50], [0.0, 0.0]), "chance": {"en": 0.5, "de": 0.5},
+                                  "collapsed": {"de": [{"seed": 0, "trained_on": "en", "what": "predicts one class"}]}}
+    (section,) = limits_section(_results(models))
+    text = " ".join(str(b.items) for b in section.blocks if hasattr(b, "items"))
+    assert "xnli: xlm at the task's chance level" in text and "fine-tuning collapsed" in text and "xlm (de)" in text
+    assert limits_section(_results([m for m in _models() if m["step"] == 100])) == []  # nothing limited: no section
+    run = tmp_path / "run"
+    for data in models:
+        path = run / "eval" / data["model_name"] / "results.json"
+        path.parent.mkdir(parents=True)
+        path.write_text(json.dumps(data))
+    md = write_report([run])["markdown"].read_text()
+    assert md.index("## What this run can and cannot show") < md.index("## Overview")
 
 
 # -- in the report -------------------------------------------------------------------------------------------

@@ -230,6 +230,7 @@ class _Runner:
         # with the same key: an interrupted task resumes after its last finished (language, seed)
         self.runs_dir, self.resume_key = runs_dir, resume_key
         self.details: list[dict] = []
+        self.chance: dict[str, float] = {}  # test language -> the majority-class score (Task.constant_predictions)
 
     def _stored_run(self, label: str, seed: int) -> Path | None:
         if self.runs_dir is None or self.resume_key is None:
@@ -242,6 +243,14 @@ class _Runner:
         task.normalization = self.spec.qa_normalization
         task.fit_labels([ex for item in train_items for ex in (item if isinstance(item, tuple) else (item,))])
         return task
+
+    def note_chance(self, tests: dict[str, list]) -> None:
+        """The majority-class score of each test language not seen yet (a task type without one: none)."""
+        task = get_task(self.spec.type)(self.tokenizer, self.spec.hyperparameters)
+        task.spec, task.normalization = self.spec, self.spec.qa_normalization
+        for lang, examples in tests.items():
+            if lang not in self.chance and (constant := task.constant_predictions(examples)) is not None:
+                self.chance[lang] = task.score(examples, constant, metric=self.spec.metric, lang=lang)
 
     def test(self, task: Task, model, tests: dict[str, list], label: str) -> tuple[dict[str, float], dict, dict]:
         """The main metric per language, each language's `task.report` (further scores, signatures), and what the
@@ -262,6 +271,7 @@ class _Runner:
         """Fine-tune a fresh model on `train_items` with `seed`; score on each test set (and, with
         hyperparameters.eval_steps, also after those steps: the run's `curve`)."""
         spec = self.spec
+        self.note_chance(tests)
         stored = self._stored_run(label, seed)
         if stored is not None and stored.exists():
             kept = json.loads(stored.read_text(encoding="utf-8"))
@@ -417,6 +427,8 @@ def run_task(spec: TaskSpec, model_dir: str | Path, out_dir: str | Path | None =
         entry.update(summarize(runs, None if scenario == "supervised" else spec.source))
         entry.update(report_summary(runner.details, spec.metric))
     entry["note"] = "; ".join(n for n in notes if n)
+    if runner.chance:
+        entry["chance"] = runner.chance
     if collapsed := collapsed_runs(runner.details):
         entry["collapsed"] = collapsed
         runs = [f"{lang} seed {run['seed']}" for lang, found in collapsed.items() for run in found]

@@ -27,7 +27,8 @@ lowest AER on those same sentences and says so (report/results.py AlignmentResul
 Scores are fractions 0..1 (shown in percent) except QA EM/F1, already 0..100 like the official script. Every key
 but model_name is optional; numbers may be null. Output, in out_dir (default <first run>/report): report.md,
 report.html and figures/*.png. Sections, each only when some result has the data for it:
-  overview; the method comparison when the run config names a control (report/comparison.py); per task a table (models x languages, avg, transfer gap; mean ± std over seeds) and grouped bars;
+  what this run can and cannot show (models at chance, retrieval at its floor, collapsed fine-tuning; only
+  when something is); overview; the method comparison when the run config names a control (report/comparison.py); per task a table (models x languages, avg, transfer gap; mean ± std over seeds) and grouped bars;
   test scores against fine-tuning steps for tasks run with eval_steps (e.g. translation from several inits);
   retrieval accuracy@1 and AER against layer (paper Figures 3-4) with the best layer per model; average target
   score and transfer gap against pretraining step (Figure 5); transfer-direction heat maps (Figure 6); each run's
@@ -50,7 +51,7 @@ from metaxlm.report.cells import DASH, best_index, cell, n_seeds, ordered, perce
 from metaxlm.report.colors import report_colors, report_variant_names
 from metaxlm.report.comparison import comparison_sections
 from metaxlm.report.document import Bullets, Figure, Section, Table, Text, markdown_block, render_markdown
-from metaxlm.report.findings import findings_section
+from metaxlm.report.findings import findings_section, limits_section
 from metaxlm.report.html import render_html
 from metaxlm.report.pretraining import BY_LANGUAGE_PNG, CURVES_PNG, plot_comparison
 from metaxlm.report.results import (
@@ -397,7 +398,8 @@ def write_report(run_dirs: list[Path], out_dir: Path | None = None) -> dict:
     final = final_models(results)
     colors = report_colors(runs, results)  # one colour per model in every figure
     with atomic_dir(out / "figures") as fig_dir:  # figures of an earlier report never linger beside new ones
-        sections = ((_overview(results, final) if results else []) + findings_section(runs[0], results, out)
+        sections = (limits_section(final) + (_overview(results, final) if results else [])
+                    + findings_section(runs[0], results, out)
                     + comparison_sections(final, runs[0], fig_dir, colors) + _task_sections(final, fig_dir, colors)
                     + _curve_sections(final, fig_dir, colors) + _feature_sections(final, fig_dir, colors)
                     + _steps_section(results, fig_dir, colors) + _transfer_sections(final, fig_dir)

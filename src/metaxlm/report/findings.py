@@ -13,10 +13,14 @@ mean + std], a single point when std is 0 or NaN (one seed), and touching interv
     has a spread (one seed each) the intervals are points that almost never meet, so the claim cannot be judged:
     `reproduced` for identical means, else `inconclusive`.
   - `no data` when a mean is missing (NaN/null).
+  - `cannot judge: both at chance` when both target averages sit at the task's chance level (within their seed
+    spread or CHANCE_MARGIN_POINTS of the mean majority-class score of the target languages, which results.json
+    records per language as "chance"): neither model has learned the task, so their order means nothing.
 Per-layer claims on deterministic probes (`compare_layers`; no seeds, so no intervals): the considered layers are
 those both models have a value for (minus the excluded ones); the claim is checked strictly at each. `reproduced`
 when it holds at every considered layer, `not reproduced` when it fails at more than half of them, `inconclusive`
-otherwise, `no data` without a considered layer. The row shows at how many layers it holds.
+otherwise, `no data` without a considered layer. The row shows at how many layers it holds. Retrieval at a random ranking's
+accuracy@1 (1 / pairs) at every considered layer on both sides is `cannot judge: both at the probe's floor`.
 The checkpoint claim (`compare_gap_trends`, paper Fig. 5 and Sec. 5.1: "METAXLM starts with a high transfer gap
 but continually reduces the gap", while XLM's gap "has a fast increase" and then stays): on the transfer_gap of
 each variant's checkpoint models (results with a step; at least two), MetaXLM's gap at its last checkpoint is
@@ -46,13 +50,16 @@ from pathlib import Path
 
 from metaxlm.errors import DataError
 from metaxlm.io import atomic_write_json, json_safe
-from metaxlm.report.cells import DASH, cell, n_seeds, percent_scale  # scores shown as in task tables
+from metaxlm.report.cells import DASH, cell, n_seeds, ordered, percent_scale  # scores shown as in task tables
 from metaxlm.report.document import Bullets, Section, Table, Text
 from metaxlm.report.results import AlignmentResult, ModelResult, number, report_config
 
 REPRODUCED, NOT_REPRODUCED, INCONCLUSIVE, NO_DATA, NOT_RUN = (
     "reproduced", "not reproduced", "inconclusive", "no data", "not run")
-VERDICTS = (REPRODUCED, NOT_REPRODUCED, INCONCLUSIVE, NO_DATA, NOT_RUN)
+AT_CHANCE, AT_FLOOR = "cannot judge: both at chance", "cannot judge: both at the probe's floor"
+VERDICTS = (REPRODUCED, NOT_REPRODUCED, INCONCLUSIVE, AT_CHANCE, AT_FLOOR, NO_DATA, NOT_RUN)
+# a score within this many points (percent) of its chance level, or within its seed spread, "sits at chance"
+CHANCE_MARGIN_POINTS = 0.5
 GREATER, LESS, ABOUT_EQUAL = "greater", "less", "about equal"
 
 ROLE_LABELS = {"xlm": "XLM", "body": "Body init", "emb": "Emb init", "both": "MetaXLM", "both_dict": "MetaXLM+Dict",
@@ -95,6 +102,23 @@ class Measurement:
 
     def overlaps(self, other: Measurement) -> bool:
         return self.low <= other.high and other.low <= self.high
+
+
+def at_chance(m: Measurement, chance: float, scale: float) -> bool:
+    """The score is no better than the best input-blind answer (Task.constant_predictions): within its seed spread
+    or CHANCE_MARGIN_POINTS of the chance level `chance` (both in the entry's units; `scale` 100 for fractions)."""
+    if m.missing or math.isnan(chance):
+        return False
+    return m.mean <= chance + max(m.spread, CHANCE_MARGIN_POINTS / scale)
+
+
+def target_chance(task: dict) -> float:
+    """The chance level of a zero-shot entry's target average: the mean of its target languages' majority-class
+    scores (NaN when the entry has none, e.g. results written before they were recorded)."""
+    chance = task.get("chance") or {}
+    targets = [lang for lang in task.get("per_language", {}) if lang != task.get("source")]
+    values = [number(chance.get(lang)) for lang in targets]
+    return sum(values) / len(values) if values and not any(math.isnan(v) for v in values) else math.nan
 
 
 def _holds(a: float, b: float, claim: str) -> bool:
@@ -278,8 +302,12 @@ def _check_tasks(finding: Finding, a: ModelResult, b: ModelResult, models: dict)
         cells = [cell(t["target_average"], n_seeds(t), scale)[0] for t in (task_a, task_b)]
         seeds = " / ".join(dict.fromkeys(str(n_seeds(t)) for t in (task_a, task_b)))
         measured = f"{cells[0]} vs {cells[1]} ({seeds} seed(s))"
-        verdict = compare(Measurement.of(task_a["target_average"]), Measurement.of(task_b["target_average"]),
-                          finding.direction)
+        sides = [Measurement.of(t["target_average"]) for t in (task_a, task_b)]
+        verdict = compare(*sides, finding.direction)
+        chance = [target_chance(t) for t in (task_a, task_b)]
+        if verdict != NO_DATA and all(at_chance(m, c, scale) for m, c in zip(sides, chance, strict=True)):
+            verdict = AT_CHANCE
+            measured += f"; chance (majority class) {cell({'mean': chance[0]}, 1, scale)[0]}"
         checks.append(Check(finding, f"{name} ({task_a.get('metric', 'score')}, target avg)", measured, verdict,
                             models, {"a": task_a["target_average"], "b": task_b["target_average"]}))
     return checks
@@ -291,6 +319,12 @@ def _per_layer(kind: str, entry: dict) -> dict[int, float]:
         return dict(zip(entry["layers"], map(number, entry["average"]), strict=True))
     a = AlignmentResult.of(entry)
     return dict(zip(a.layers, a.test["aer"], strict=True))
+
+
+def retrieval_floor(entry: dict) -> float:
+    """accuracy@1 of a random ranking, averaged over the set's languages (1 / pairs each); NaN when unknown."""
+    pairs = [number((stat or {}).get("pairs")) for stat in entry.get("per_language", {}).values()]
+    return sum(1 / n for n in pairs) / len(pairs) if pairs and all(n > 0 for n in pairs) else math.nan
 
 
 def _aer_label(entry: dict) -> str:
@@ -310,8 +344,16 @@ def _check_layers(finding: Finding, a: ModelResult, b: ModelResult, models: dict
     for name in shared:
         by_layer = [_per_layer(kind, probes[name]) for probes in (probes_a, probes_b)]
         result = compare_layers(*by_layer, finding.direction, exclude)
+        verdict = result.verdict
         word = "higher" if finding.direction == GREATER else "lower"
         measured = f"{word} at {len(result.holds_at)} of {len(result.considered)} layers"
+        if kind == "retrieval" and result.considered:
+            floors = [retrieval_floor(probes[name]) for probes in (probes_a, probes_b)]
+            if all(at_chance(Measurement(values[layer]), floor, 100.0) for values, floor in zip(by_layer, floors,
+                                                                                                  strict=True)
+                   for layer in result.considered):
+                verdict = AT_FLOOR
+                measured += f"; random ranking {floors[0] * 100:.1f}%"
         if result.considered:
             fails = [str(layer) for layer in result.considered if layer not in result.holds_at]
             means = [sum(values[layer] for layer in result.considered) * 100 / len(result.considered)
@@ -320,7 +362,7 @@ def _check_layers(finding: Finding, a: ModelResult, b: ModelResult, models: dict
                          + f"; mean over layers {means[0]:.1f} vs {means[1]:.1f} (%)")
         checks.append(Check(finding, f"{name} ({'acc@1' if kind == 'retrieval' else _aer_label(probes_a[name])})",
                             measured,
-                            result.verdict, models,
+                            verdict, models,
                             {"layers": result.considered, "holds_at": result.holds_at,
                              "a": by_layer[0], "b": by_layer[1]}))
     return checks
@@ -421,10 +463,57 @@ RULES = [
     "test languages, English included). Tables 3-5 print no average: their figure here is the mean of their five "
     "task columns (QA: F1). not run: a role is not set or its model has no results; no data: the models lack the "
     "task, probe or checkpoints.",
+    f"Cannot judge: both models at the task's chance level — within their seed spread or {CHANCE_MARGIN_POINTS} "
+    "points of the majority-class score (the best input-blind answer on each target language's test set, averaged) "
+    "— or, for retrieval, both at a random ranking's accuracy@1 at every layer: neither side has learned the task, "
+    "so their order says nothing. (AER has no such floor and is always judged.)",
     "Not checked: one-component initialization against none, for which Table 5 shows no consistent direction "
     f"(Body {ablation_mean('body'):.1f}, Emb {ablation_mean('emb'):.1f}, None {ablation_mean('xlm'):.1f} on "
     "average).",
 ]
+
+
+def limits_section(final: list[ModelResult]) -> list[Section]:
+    """"What this run can and cannot show", from the checks the verdicts use: tasks where models sit at chance,
+    retrieval sets at a random ranking's floor, collapsed fine-tuning runs. None when nothing is limited."""
+    bullets = []
+    tasks = ordered(name for r in final for name in r.data.get("tasks", {}))
+    for name in tasks:
+        entries = {r.name: r.data["tasks"][name] for r in final if name in r.data.get("tasks", {})}
+        at = []
+        for model, t in entries.items():
+            key = "target_average" if t.get("target_average") is not None else "average"
+            chance = target_chance(t) if key == "target_average" else _mean_chance(t)
+            if at_chance(Measurement.of(t.get(key)), chance, percent_scale([t])):
+                at.append(model)
+        if at:
+            who = "every model" if len(at) == len(entries) else ", ".join(at)
+            bullets.append(f"{name}: {who} at the task's chance level (the majority-class score): "
+                           + ("the run cannot rank models on this task" if len(at) == len(entries) else
+                              "those models have not learned it, their order against others says nothing")
+                           + " — fine-tuning or pretraining is too short for it here.")
+        collapsed = [f"{model} ({', '.join(sorted(t['collapsed']))})" for model, t in entries.items()
+                     if t.get("collapsed")]
+        if collapsed:
+            bullets.append(f"{name}: fine-tuning collapsed (one answer for nearly every test item) in "
+                           f"{'; '.join(collapsed)}; those scores are a prior, not transfer.")
+    for name in ordered(n for r in final for n in r.data.get("retrieval", {})):
+        entries = {r.name: r.data["retrieval"][name] for r in final if name in r.data.get("retrieval", {})}
+        floors = {m: retrieval_floor(e) for m, e in entries.items()}
+        if all(all(at_chance(Measurement(number(v)), floors[m], 100.0) for v in e.get("average", []))
+               for m, e in entries.items()):
+            bullets.append(f"retrieval {name}: every model at a random ranking's accuracy@1 at every layer: the "
+                           f"encoders do not yet map translations together; their order says nothing.")
+    if not bullets:
+        return []
+    return [Section("What this run can and cannot show", [
+        Text("Checked on these results (the same checks the verdicts use); differences inside the seed spread are "
+             "noise, and a score at chance ranks nothing:"), Bullets(bullets)])]
+
+
+def _mean_chance(task: dict) -> float:
+    values = [number(v) for v in (task.get("chance") or {}).values()]
+    return sum(values) / len(values) if values else math.nan
 
 
 def findings_section(run: Path, results: list[ModelResult], out_dir: Path) -> list[Section]:

@@ -89,6 +89,12 @@ class Task:
         (e.g. "signatures"); recorded in the results. Default: nothing more."""
         return {}
 
+    def constant_predictions(self, examples: Sequence) -> list | dict | None:
+        """The best answer that ignores the input, for every example (the test set's majority class or tag, no
+        span, an empty answer): its score is the task's chance level ("majority-class score"), which a model must
+        beat before comparing models on it means anything. Default: none (e.g. translation)."""
+        return None
+
     def collapse(self, examples: Sequence, predictions: list) -> str | None:
         """What a collapsed model does ("predicts one class ('x') for 98% of test items"), or None: the predictions
         are (nearly) one answer for every input (COLLAPSE_SHARE). Default: never judged."""

@@ -51,6 +51,12 @@ class ClassificationTask(Task):
 
         return accuracy(predictions, [ex.label for ex in examples])
 
+    def constant_predictions(self, examples) -> list[str]:
+        from collections import Counter
+
+        majority = Counter(ex.label for ex in examples).most_common(1)[0][0]
+        return [majority] * len(examples)
+
     def collapse(self, examples, predictions) -> str | None:
         found = collapsed_to_one(predictions, [ex.label for ex in examples])
         return None if found is None else f"predicts one class ({found[0]!r}) for {found[1]:.0%} of test items"

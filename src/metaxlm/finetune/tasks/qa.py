@@ -94,6 +94,9 @@ class QATask(Task):
                 predictions[ex.id] = ""
         return predictions
 
+    def constant_predictions(self, examples) -> dict[str, str]:
+        return {ex.id: "" for ex in examples}
+
     def collapse(self, examples, predictions) -> str | None:
         found = collapsed_to_one([not predictions[ex.id].strip() for ex in examples],
                                  [not any(text for text, _ in ex.answers) for ex in examples])

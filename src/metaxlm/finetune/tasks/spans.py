@@ -108,6 +108,9 @@ class SpanTask(Task):
             predictions.append(bio_to_spans(feature["offsets"], tags))
         return predictions
 
+    def constant_predictions(self, examples) -> list[set]:
+        return [set() for _ in examples]
+
     def collapse(self, examples, predictions) -> str | None:
         found = collapsed_to_one([not spans for spans in predictions], [not ex.spans for ex in examples])
         return None if found is None or not found[0] else f"predicts no span in {found[1]:.0%} of test items"

@@ -71,6 +71,12 @@ class TaggingTask(Task):
             predictions.append(tags)
         return predictions
 
+    def constant_predictions(self, examples) -> list[list[str]]:
+        from collections import Counter
+
+        majority = Counter(t for ex in examples for t in ex.tags).most_common(1)[0][0]
+        return [[majority] * len(ex.words) for ex in examples]
+
     def collapse(self, examples, predictions) -> str | None:
         found = collapsed_to_one([t for tags in predictions for t in tags], [t for ex in examples for t in ex.tags])
         return None if found is None else f"predicts one tag ({found[0]!r}) for {found[1]:.0%} of test words"
