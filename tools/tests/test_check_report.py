@@ -40,6 +40,26 @@ def test_a_report_passes_and_has_a_screenshot(tmp_path):
 
 
 @needs_chromium
+def test_wide_tables_fit_the_page(tmp_path):
+    """Fifteen languages (the demo's) of "mean ± std" cells and long text cells (the findings table) wrap to the 1,100 px page
+    instead of scrolling sideways."""
+    from metaxlm.report.document import Section, Table
+    from metaxlm.report.html import render_html
+
+    langs = [f"l{i:02d}" for i in range(15)]
+    scores = Table(["model", *langs], [[m, *(["61.0 ± 10.4"] * 15)] for m in ("xlm", "metaxlm")])
+    claim = "zero-shot transfer: MetaXLM above XLM at every layer of every set " * 2
+    text = Table(["finding", "paper", "this run", "verdict"],
+                 [[claim, "Table 5: 59.4 vs 50.2 (mean of XQuAD, MLQA, TyDiQA, XNLI, PAWS-X)",
+                   "MetaXLM gap 19.9 ± 7.2 → 22.4 ± 7.2 (step 80 → 240): falls inconclusive", "inconclusive"]],
+                 text_columns=4)
+    page = tmp_path / "wide.html"
+    page.write_text(render_html("wide", [Section("tables", [scores, text])], tmp_path), encoding="utf-8")
+    findings = check_report(page, width=1280)
+    assert findings["problems"] == [] and not [w for w in findings["warnings"] if "scrolls sideways" in w]
+
+
+@needs_chromium
 def test_each_problem_is_listed(tmp_path, capsys):
     page = tmp_path / "bad.html"
     page.write_text("""<!DOCTYPE html><html><head><style>body, figure { margin: 0 }</style></head><body>

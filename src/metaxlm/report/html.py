@@ -16,7 +16,7 @@ body { font-family: system-ui, -apple-system, "Segoe UI", sans-serif; max-width:
 h1 { border-bottom: 2px solid #ddd; padding-bottom: .3em; }
 h2 { border-bottom: 1px solid #eee; padding-bottom: .2em; margin-top: 2em; }
 table { border-collapse: collapse; margin: .6em 0 1.4em; font-size: 0.9em; }
-th, td { border: 1px solid #ccc; padding: .25em .6em; text-align: right; white-space: nowrap; }
+th, td { border: 1px solid #ccc; padding: .25em .6em; text-align: right; }
 th.name, td.name { text-align: left; }
 th { background: #f4f4f4; }
 tbody tr:nth-child(even) { background: #fafafa; }
@@ -63,7 +63,8 @@ def _block(block, figures_dir: Path) -> str:
     assert isinstance(block, Table)
 
     def cell(tag: str, r: int, c: int, text: str) -> str:
-        text = escape(str(text))
+        # cells wrap at spaces to fit the page; "61.0 ± 1.4" may break before "±" (two lines), never after it
+        text = escape(str(text)).replace("± ", "±&nbsp;")
         text = f"<strong>{text}</strong>" if (r, c) in block.bold else text
         return f'<{tag} class="name">{text}</{tag}>' if c < block.text_columns else f"<{tag}>{text}</{tag}>"
 
@@ -71,5 +72,5 @@ def _block(block, figures_dir: Path) -> str:
     rows = "".join("<tr>" + "".join(cell("td", r, c, s) for c, s in enumerate(row)) + "</tr>"
                    for r, row in enumerate(block.rows))
     caption = f'<div class="caption">{_inline(block.caption)}</div>' if block.caption else ""
-    # A table with many languages may be wider than the page: it scrolls instead of overflowing.
+    # A table still wider than the page once its cells wrap scrolls instead of overflowing.
     return f'{caption}<div class="wide"><table><thead>{head}</thead><tbody>{rows}</tbody></table></div>'
