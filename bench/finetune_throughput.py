@@ -69,7 +69,14 @@ def run_side(side: str, name: str, args) -> dict:
     import torch
 
     from metaxlm.finetune.models import load_model
-    from metaxlm.finetune.trainer import _device, encode_items, finetune, predict, resolved_precision, set_seed
+    from metaxlm.finetune.trainer import (
+        _device,
+        encode_items,
+        finetune,
+        predict,
+        resolved_precision,
+        set_seed,
+    )
 
     torch.set_num_threads(args.threads)
     spec, task, train, test = task_inputs(name, args)
@@ -102,8 +109,12 @@ def train_with_trainer(model, task, features, hp, bf16: bool, args) -> tuple[int
     import tempfile
 
     import datasets
-    from transformers import (DataCollatorForTokenClassification, DataCollatorWithPadding, Trainer,
-                              TrainingArguments)
+    from transformers import (
+        DataCollatorForTokenClassification,
+        DataCollatorWithPadding,
+        Trainer,
+        TrainingArguments,
+    )
 
     from metaxlm.finetune.tasks.base import MODEL_INPUTS
 
