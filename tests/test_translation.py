@@ -626,3 +626,95 @@ def test_no_repeated_ngrams_when_asked(tokenizer, model_dir):
                                                                                               texts, **kw)]
     assert any(len(set(row)) < len(row) for row in plain)
     assert decoding_settings(model) == DECODING_DEFAULTS  # a model fine-tuning did not save: the defaults
+
+
+def test_curve_points_on_a_fixed_subset_and_the_final_score_on_every_item(tokenizer, model_dir, tmp_path,
+                                                                             monkeypatch):
+    """hyperparameters.curve_items: the points during training score the same subset (smallest sha256 of the id),
+    the curve's last point is the final model's score on that subset, the task's score uses every test item."""
+    import metaxlm.finetune.scenarios as scenarios
+    from metaxlm.finetune.scenarios import cap
+
+    s = spec(tmp_path, hyperparameters=hp(max_steps=4, eval_steps=[2, 3], curve_items=3).model_dump())
+    scored: list[list[str]] = []
+    real_predict = scenarios.predict
+
+    def counting_predict(model, task, examples, hp, **kw):
+        scored.append([ex.id for ex in examples])
+        return real_predict(model, task, examples, hp, **kw)
+
+    monkeypatch.setattr(scenarios, "predict", counting_predict)
+    entry = run_task(s, model_dir, tmp_path / "out", scenario="supervised", tokenizer_dir=model_dir, progress=False,
+                     save_models=tmp_path / "models")
+    examples = load_examples("parallel_tsv", tmp_path / "en-de.tsv")
+    subset = cap(examples, 3)
+    assert [len(ids) for ids in scored] == [3, 3, len(PAIRS)]  # @2, @3 on the subset; the final test on all
+    assert scored[0] == scored[1] == [ex.id for ex in subset]
+    curve = entry["curve"]["de"]
+    assert curve["steps"] == [2, 3, 4]
+    # the last point: the final model's predictions on the subset, scored as the subset alone
+    model = load_seq2seq(tmp_path / "models" / "de-seed0")
+    task = get_task("translation")(tokenizer, s.hyperparameters)
+    task.decoder_start_token_id = model.config.decoder_start_token_id
+    final = real_predict(model, task, subset, s.hyperparameters)
+    assert curve["bleu"][-1]["runs"] == [pytest.approx(task.score(subset, final, metric="bleu", lang="de"))]
+    full = real_predict(model, task, examples, s.hyperparameters)
+    assert entry["per_language"]["de"]["runs"] == [pytest.approx(task.score(examples, full, metric="bleu", lang="de"))]
+    detail = __import__("json").loads((tmp_path / "out" / "supervised.json").read_text())["runs"][0]
+    assert detail["curve_items"] == {"de": 3} and detail["machine"]["threads"] >= 1
+
+
+def test_finished_runs_recorded_elsewhere_are_reused_by_a_fresh_run(tokenizer, model_dir, tmp_path, monkeypatch):
+    """finished_runs: each finished run is recorded there too (results only); a run in a new directory (another
+    machine, a fresh clone) with the same key reuses it instead of training, and keeps it in its own store; another
+    key trains."""
+    import metaxlm.finetune.scenarios as scenarios
+
+    s = spec(tmp_path)
+    archive = tmp_path / "docs" / "runs"
+    first = run_task(s, model_dir, tmp_path / "out1", scenario="supervised", seeds=[0], tokenizer_dir=model_dir,
+                     progress=False, resume_key="k1", finished_runs=archive)
+    assert (archive / "supervised-runs" / "de-seed0.json").exists()
+
+    def no_training(*args, **kwargs):
+        raise AssertionError("a finished run was trained again")
+
+    monkeypatch.setattr(scenarios, "finetune", no_training)
+    again = run_task(s, model_dir, tmp_path / "out2", scenario="supervised", seeds=[0], tokenizer_dir=model_dir,
+                     progress=False, resume_key="k1", finished_runs=archive)
+    assert again["per_language"] == first["per_language"] and again["reports"] == first["reports"]
+    assert (tmp_path / "out2" / "supervised-runs" / "de-seed0.json").exists()
+    with pytest.raises(AssertionError, match="trained again"):
+        run_task(s, model_dir, tmp_path / "out3", scenario="supervised", seeds=[0], tokenizer_dir=model_dir,
+                 progress=False, resume_key="k2", finished_runs=archive)
+
+
+def test_a_translation_run_is_keyed_by_the_model_files_it_reads(tokenizer, tmp_path):
+    """init random reads the shapes and the tokenizer, not the weights; init veco also reads a VECO run's
+    final/veco/; init encoder reads the weights."""
+    from safetensors.torch import load_file, save_file
+
+    from metaxlm.evaluation.recipe import task_model_fingerprint
+
+    final = tiny_mlm(tokenizer, tmp_path / "final")
+    (final / "veco").mkdir()
+    save_file({"w": torch.zeros(3)}, final / "veco" / "model.safetensors")
+    (final / "veco" / "config.json").write_text("{}")
+
+    def keys() -> dict[str, str]:
+        return {init: task_model_fingerprint(spec(tmp_path, seq2seq={"init": init}), final, final)
+                for init in ("random", "encoder", "veco")}
+
+    before = keys()
+    assert len(set(before.values())) == 3
+    weights = load_file(final / "model.safetensors")
+    save_file({k: v + 1 for k, v in weights.items()}, final / "model.safetensors")
+    after_body = keys()
+    assert after_body["random"] == before["random"]
+    assert after_body["encoder"] != before["encoder"] and after_body["veco"] != before["veco"]
+    save_file({"w": torch.ones(3)}, final / "veco" / "model.safetensors")
+    after_veco = keys()
+    assert after_veco["veco"] != after_body["veco"] and after_veco["encoder"] == after_body["encoder"]
+    with (final / "tokenizer.json").open("a") as f:  # another tokenizer file (still valid JSON)
+        f.write("\n")
+    assert keys()["random"] != before["random"]  # the tokenizer is read by every init

@@ -307,6 +307,11 @@ class EvalConfig(Strict):
     variants: list[str] | None = None  # default: every pretraining variant of the run
     # Models evaluated in addition (or instead, with variants: []): name -> HF model dir (AutoModel).
     models: dict[str, str] = Field(default_factory=dict)
+    # A directory (e.g. under docs/results/) where each finished fine-tuning run is also recorded, results only
+    # (<dir>/<model>/<task>/<scenario>-runs/<language>-seed<seed>.json), and from which a rerun reuses it when it
+    # was computed from the same task settings and the same model files: a comparison too long for one machine's
+    # session accumulates in the repository. None: runs are kept in the run directory only.
+    finished_runs: str | None = None
 
 
 class ReportConfig(Strict):

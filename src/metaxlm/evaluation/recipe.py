@@ -29,6 +29,7 @@ from metaxlm.config import AlignmentEvalSpec, EvalConfig, RetrievalEvalSpec, Run
 from metaxlm.errors import ConfigError, MetaXLMError
 from metaxlm.io import atomic_write_json, disk_full_guard, json_safe
 from metaxlm.models import get_arch
+from metaxlm.models.archs.veco import VECO_SUBDIR
 from metaxlm.models.named import model_dir
 from metaxlm.pretrain.recipe import START_OF, full_vocabulary, save_start_model
 from metaxlm.runclock import RunClock
@@ -125,25 +126,45 @@ MODEL_FILES = ("config.json", "*.safetensors", "*.bin")
 TOKENIZER_FILES = ("tokenizer.json", "tokenizer_config.json", "*.model", "vocab.txt")
 
 
-def model_fingerprint(model_dir: Path, tokenizer_dir: Path) -> str:
+def model_fingerprint(model_dir: Path, tokenizer_dir: Path, *, weights: bool = True,
+                      subfolders: tuple[str, ...] = ()) -> str:
     """sha256 of the model's weights and config and of its tokenizer's files: a stored part belongs to the model it
-    was computed on (retraining a variant, or pointing a name at another directory, recomputes it)."""
+    was computed on (retraining a variant, or pointing a name at another directory, recomputes it). `weights`
+    False: the config and tokenizer only (for a computation that reads only the model's shapes); `subfolders`:
+    model files of these subdirectories too (a VECO run's final/veco/, which translation's init veco reads)."""
     digest = hashlib.sha256()
-    for folder, patterns in ((Path(model_dir), MODEL_FILES), (Path(tokenizer_dir), TOKENIZER_FILES)):
+    model_patterns = MODEL_FILES if weights else ("config.json",)
+    # (prefix of each file's name, folder, patterns); the prefix keeps a subfolder's files apart from the model's
+    folders = [("", Path(model_dir), model_patterns), *((f"{sub}/", Path(model_dir) / sub, model_patterns)
+                                                         for sub in subfolders),
+               ("", Path(tokenizer_dir), TOKENIZER_FILES)]
+    for prefix, folder, patterns in folders:
         for path in sorted({p for pattern in patterns for p in folder.glob(pattern) if p.is_file()}):
-            digest.update(path.name.encode())
+            digest.update(f"{prefix}{path.name}".encode())
             with path.open("rb") as f:
                 for block in iter(lambda f=f: f.read(1 << 20), b""):
                     digest.update(block)
     return digest.hexdigest()[:16]
 
 
+def task_model_fingerprint(spec, model_dir: Path, tokenizer_dir: Path) -> str:
+    """model_fingerprint of the model files a task's fine-tuning reads: a translation model assembled with
+    `seq2seq.init: random` reads only the shapes (and the tokenizer), `init: veco` also a VECO run's final/veco/."""
+    assembly = getattr(spec, "seq2seq", None)
+    if assembly is not None and assembly.init == "random":
+        return model_fingerprint(model_dir, tokenizer_dir, weights=False)
+    if assembly is not None and assembly.init == "veco" and (Path(model_dir) / VECO_SUBDIR).is_dir():
+        return model_fingerprint(model_dir, tokenizer_dir, subfolders=(VECO_SUBDIR,))
+    return model_fingerprint(model_dir, tokenizer_dir)
+
+
 def run_fingerprint(spec, scenario: str, model_dir: Path | None = None, tokenizer_dir: Path | None = None, *,
                     model_key: str | None = None) -> str:
-    """What one fine-tuning run of a task is computed from (the task's settings, the scenario, the model's weights
-    and tokenizer): a stored run with this key is reused (metaxlm.finetune.scenarios.run_task's `resume_key`)."""
+    """What one fine-tuning run of a task is computed from (the task's settings, the scenario, the model files it
+    reads and the tokenizer): a stored run with this key is reused (metaxlm.finetune.scenarios.run_task's
+    `resume_key`)."""
     if model_key is None:
-        model_key = model_fingerprint(model_dir, tokenizer_dir)
+        model_key = task_model_fingerprint(spec, model_dir, tokenizer_dir)
     return _fingerprint({"spec": spec.model_dump(mode="json"), "scenario": scenario, "model": model_key})
 
 
@@ -295,13 +316,18 @@ def evaluate_model(cfg: RunConfig, target: ModelToEvaluate, *, progress: bool = 
         print(f"evaluate {target.name}: task {name} ({scenario})", flush=True)
         # a task entry's own `seeds` win over evaluate.seeds (e.g. one seed for a costly generation task)
         task_seeds = spec.seeds if "seeds" in ecfg.tasks[name] and target.final else seeds
+        # keyed by the model files this task reads (for most tasks: model_key)
+        task_key = model_key if getattr(spec, "seq2seq", None) is None else \
+            task_model_fingerprint(spec, target.model_dir, target.tokenizer_dir)
         key = {"spec": spec.model_dump(mode="json"), "scenario": scenario, "seeds": task_seeds,
-               "languages": languages, "model": model_key}
+               "languages": languages, "model": task_key}
         # each finished (language, seed) run is kept too: an interrupted task resumes after its last one
-        run_key = run_fingerprint(spec, scenario, model_key=model_key)
+        run_key = run_fingerprint(spec, scenario, model_key=task_key)
+        archive = None if ecfg.finished_runs is None else Path(ecfg.finished_runs) / target.name / name
         results.setdefault("tasks", {})[name] = _cached(
             parts / f"task-{name}.json", _fingerprint(key), run_task, spec, target.model_dir,
-            out / "finetune" / name, scenario=scenario, resume_key=run_key, **{**common, "seeds": task_seeds})
+            out / "finetune" / name, scenario=scenario, resume_key=run_key, finished_runs=archive,
+            **{**common, "seeds": task_seeds})
         if name in ecfg.transfer_matrix and target.final and "transfer_matrix" in allowed:
             results.setdefault("transfer_matrix", {})[name] = _cached(
                 # keyed by what the matrix is computed with: evaluate.seeds (`common`), not the task's own seeds

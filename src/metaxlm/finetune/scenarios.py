@@ -24,6 +24,9 @@ import time
 from collections.abc import Sequence
 from pathlib import Path
 
+import torch
+
+from metaxlm.compute.precision import cpu_model
 from metaxlm.errors import MetaXLMError
 from metaxlm.finetune.models import load_finetune_tokenizer, load_model
 from metaxlm.finetune.spec import TaskSpec
@@ -47,6 +50,16 @@ def cap(examples: list, n: int | None) -> list:
         return examples
     keep = set(sorted(range(len(examples)), key=lambda i: _sha(examples[i].id))[:n])
     return [ex for i, ex in enumerate(examples) if i in keep]
+
+
+def subset_predictions(examples: list, predictions, subset: list):
+    """The predictions of `subset` (a subset of `examples`, in their order) out of those of `examples`: a list
+    aligned with the examples, or a mapping by example id (QA)."""
+    if isinstance(predictions, dict):
+        ids = {ex.id for ex in subset}
+        return {k: v for k, v in predictions.items() if k in ids}
+    position = {id(ex): i for i, ex in enumerate(examples)}
+    return [predictions[position[id(ex)]] for ex in subset]
 
 
 def document_of(example) -> str:
@@ -223,19 +236,35 @@ def summarize(runs: dict[str, list[float]], source: str | None) -> dict:
 
 class _Runner:
     def __init__(self, spec: TaskSpec, model_dir: Path, tokenizer, progress: bool, save_dir: Path | None = None,
-                 runs_dir: Path | None = None, resume_key: str | None = None):
+                 runs_dir: Path | None = None, resume_key: str | None = None, archive_dir: Path | None = None):
         self.spec, self.model_dir, self.tokenizer, self.progress = spec, model_dir, tokenizer, progress
         self.save_dir = save_dir  # fine-tuned models are written here when given: <label>-seed<seed>/
         # each finished run is stored here under `resume_key` (what it was computed from), and reused by a rerun
         # with the same key: an interrupted task resumes after its last finished (language, seed)
         self.runs_dir, self.resume_key = runs_dir, resume_key
+        # and recorded here too (results only), where a rerun on another machine finds it: evaluate.finished_runs
+        self.archive_dir = archive_dir
         self.details: list[dict] = []
         self.chance: dict[str, float] = {}  # test language -> the majority-class score (Task.constant_predictions)
 
-    def _stored_run(self, label: str, seed: int) -> Path | None:
-        if self.runs_dir is None or self.resume_key is None:
-            return None
-        return self.runs_dir / f"{label.replace(' ', '_').replace('/', '_')}-seed{seed}.json"
+    def _run_files(self, label: str, seed: int) -> list[Path]:
+        """Where a finished run is stored: the run's own store, then the archive (evaluate.finished_runs)."""
+        if self.resume_key is None:
+            return []
+        name = f"{label.replace(' ', '_').replace('/', '_')}-seed{seed}.json"
+        return [folder / name for folder in (self.runs_dir, self.archive_dir) if folder is not None]
+
+    def _reusable(self, label: str, seed: int) -> tuple[dict, Path] | None:
+        """A stored run of (label, seed) computed from exactly this key (and with its saved model when models are
+        saved), and the file it came from."""
+        for path in self._run_files(label, seed):
+            if not path.exists():
+                continue
+            kept = json.loads(path.read_text(encoding="utf-8"))
+            saved = kept["detail"].get("saved_model")
+            if kept.get("key") == self.resume_key and (self.save_dir is None or (saved and Path(saved).exists())):
+                return kept["detail"], path
+        return None
 
     def new_task(self, train_items: list) -> Task:
         task = get_task(self.spec.type)(self.tokenizer, self.spec.hyperparameters)
@@ -252,35 +281,48 @@ class _Runner:
             if lang not in self.chance and (constant := task.constant_predictions(examples)) is not None:
                 self.chance[lang] = task.score(examples, constant, metric=self.spec.metric, lang=lang)
 
-    def test(self, task: Task, model, tests: dict[str, list], label: str) -> tuple[dict[str, float], dict, dict]:
-        """The main metric per language, each language's `task.report` (further scores, signatures), and what the
-        model does in each language where it collapsed (`task.collapse`)."""
+    def test(self, task: Task, model, tests: dict[str, list], label: str) -> tuple[dict[str, float], dict, dict, dict]:
+        """The main metric per language, each language's `task.report` (further scores, signatures), what the
+        model does in each language where it collapsed (`task.collapse`), and the predictions."""
         spec = self.spec
-        scores, reports, collapsed = {}, {}, {}
+        scores, reports, collapsed, predicted = {}, {}, {}, {}
         for lang, examples in tests.items():
-            predictions = predict(model, task, examples, spec.hyperparameters, progress=self.progress,
-                                  desc=f"{spec.name} test {lang}{label}")
+            predictions = predicted[lang] = predict(model, task, examples, spec.hyperparameters,
+                                                    progress=self.progress, desc=f"{spec.name} test {lang}{label}")
             scores[lang] = task.score(examples, predictions, metric=spec.metric, lang=lang)
             if report := task.report(examples, predictions, lang=lang):
                 reports[lang] = report
             if what := task.collapse(examples, predictions):
                 collapsed[lang] = what
-        return scores, reports, collapsed
+        return scores, reports, collapsed, predicted
+
+    def curve_point(self, task: Task, tests: dict[str, list], predictions: dict, curve_tests: dict[str, list],
+                    scores: dict, reports: dict) -> dict:
+        """The curve's last point: the final test's scores, rescored on the curve's subset when it is one."""
+        if all(len(curve_tests[lang]) == len(tests[lang]) for lang in tests):
+            return {"scores": scores, "reports": _numbers(reports)}
+        point: dict = {"scores": {}, "reports": {}}
+        for lang, examples in curve_tests.items():
+            chosen = subset_predictions(tests[lang], predictions[lang], examples)
+            point["scores"][lang] = task.score(examples, chosen, metric=self.spec.metric, lang=lang)
+            if report := task.report(examples, chosen, lang=lang):
+                point["reports"][lang] = _numbers({lang: report})[lang]
+        return point
 
     def train_and_test(self, train_items: list, tests: dict[str, list], seed: int, label: str) -> dict[str, float]:
         """Fine-tune a fresh model on `train_items` with `seed`; score on each test set (and, with
         hyperparameters.eval_steps, also after those steps: the run's `curve`)."""
         spec = self.spec
+        hp = spec.hyperparameters
         self.note_chance(tests)
-        stored = self._stored_run(label, seed)
-        if stored is not None and stored.exists():
-            kept = json.loads(stored.read_text(encoding="utf-8"))
-            saved = kept["detail"].get("saved_model")
-            if kept.get("key") == self.resume_key and (self.save_dir is None or (saved and Path(saved).exists())):
-                self.details.append(kept["detail"])
-                if self.progress:
-                    print(f"  {spec.name} {label} seed {seed}: reused the finished run ({stored})", flush=True)
-                return kept["detail"]["scores"]
+        if reused := self._reusable(label, seed):
+            detail, path = reused
+            self.details.append(detail)
+            if self.progress:
+                print(f"  {spec.name} {label} seed {seed}: reused the finished run ({path})", flush=True)
+            if path.parent != self.runs_dir and self.runs_dir is not None:  # from the archive: the run keeps it too
+                atomic_write_json(self.runs_dir / path.name, json_safe({"key": self.resume_key, "detail": detail}))
+            return detail["scores"]
         task = self.new_task(train_items)
         start = time.perf_counter()
         set_seed(seed)  # the new head's initialization is part of the run
@@ -288,23 +330,29 @@ class _Runner:
         losses: list[float] = []
         curve: list[dict] = []
         testing = [0.0]  # seconds spent scoring during training
+        # the curve's test items (hyperparameters.curve_items): the same subset at every point
+        curve_tests = {lang: cap(examples, hp.curve_items) for lang, examples in tests.items()}
 
         def on_step(step: int, total: int) -> None:
-            if step in spec.hyperparameters.eval_steps and step < total:  # the last step is the final test
+            if step in hp.eval_steps and step < total:  # the last step is the final test
                 began = time.perf_counter()
-                scores, reports, _ = self.test(task, model, tests, f" @{step}")
+                scores, reports, _, _ = self.test(task, model, curve_tests, f" @{step}")
                 curve.append({"step": step, "scores": scores, "reports": _numbers(reports)})
                 testing[0] += time.perf_counter() - began
 
-        finetune(model, task, train_items, spec.hyperparameters, seed=seed, progress=self.progress, history=losses,
-                 desc=f"{spec.name} {label} seed {seed}", on_step=on_step if spec.hyperparameters.eval_steps else None)
+        finetune(model, task, train_items, hp, seed=seed, progress=self.progress, history=losses,
+                 desc=f"{spec.name} {label} seed {seed}", on_step=on_step if hp.eval_steps else None)
         trained = time.perf_counter() - start - testing[0]
-        scores, reports, collapsed = self.test(task, model, tests, "")
-        if spec.hyperparameters.eval_steps:
-            curve.append({"step": len(losses), "scores": scores, "reports": _numbers(reports)})
+        scores, reports, collapsed, predictions = self.test(task, model, tests, "")
+        if hp.eval_steps:
+            curve.append({"step": len(losses), **self.curve_point(task, tests, predictions, curve_tests,
+                                                                  scores, reports)})
         detail = {"label": label, "seed": seed, "train_items": len(train_items), "steps": len(losses),
                   "first_loss": losses[0], "last_loss": losses[-1], "train_seconds": round(trained, 1),
-                  "total_seconds": round(time.perf_counter() - start, 1), "scores": scores}
+                  "total_seconds": round(time.perf_counter() - start, 1), "scores": scores,
+                  "machine": {"cpu": cpu_model(), "threads": torch.get_num_threads()}}
+        if hp.curve_items is not None:
+            detail["curve_items"] = {lang: len(examples) for lang, examples in curve_tests.items()}
         if reports:
             detail["reports"] = reports
         if collapsed:
@@ -315,8 +363,8 @@ class _Runner:
             detail["saved_model"] = str(save_finetuned(model, task.tokenizer, self.save_dir / f"{label}-seed{seed}",
                                                        spec.hyperparameters))
         self.details.append(detail)
-        if stored is not None:
-            atomic_write_json(stored, json_safe({"key": self.resume_key, "detail": detail}))
+        for path in self._run_files(label, seed):
+            atomic_write_json(path, json_safe({"key": self.resume_key, "detail": detail}))
         if self.progress:
             shown = " ".join(f"{k} {v:.3f}" for k, v in scores.items())
             print(f"  {spec.name} {label} seed {seed}: {len(train_items)} items, {len(losses)} steps, "
@@ -391,14 +439,16 @@ def collapsed_runs(details: list[dict]) -> dict[str, list[dict]]:
 def run_task(spec: TaskSpec, model_dir: str | Path, out_dir: str | Path | None = None, *,
              scenario: str = "zero_shot", seeds: Sequence[int] | None = None, languages: Sequence[str] | None = None,
              tokenizer_dir: str | Path | None = None, progress: bool = True,
-             save_models: str | Path | None = None, resume_key: str | None = None) -> dict:
+             save_models: str | Path | None = None, resume_key: str | None = None,
+             finished_runs: str | Path | None = None) -> dict:
     """Run one scenario of one task on the model in `model_dir`; return the task entry of the results schema
     (for transfer_matrix: the matrix entry, {"languages", "scores", "std", ...}). `languages` (default: the
     spec's) are intersected with the languages the task has data for. Details of every run go to
     `out_dir/<scenario>.json` when out_dir is given; each fine-tuned model (with its tokenizer) to
     `save_models/<language>-seed<seed>/` when that is given. With `resume_key` (a fingerprint of what the runs are
     computed from: the spec, the model's weights, the scenario) and `out_dir`, every finished run is stored in
-    `out_dir/<scenario>-runs/` and a rerun with the same key reuses it instead of fine-tuning again."""
+    `out_dir/<scenario>-runs/` and a rerun with the same key reuses it instead of fine-tuning again; with
+    `finished_runs` also in `finished_runs/<scenario>-runs/` (results only), where a rerun elsewhere finds it."""
     if scenario not in SCENARIOS:
         raise MetaXLMError(f"unknown scenario {scenario!r} (known: {', '.join(SCENARIOS)})")
     if scenario not in get_task(spec.type).scenarios:
@@ -415,7 +465,8 @@ def run_task(spec: TaskSpec, model_dir: str | Path, out_dir: str | Path | None =
         notes.append(f"no {spec.name} data for {', '.join(skipped)}")
     runner = _Runner(spec, Path(model_dir), load_finetune_tokenizer(model_dir, tokenizer_dir), progress,
                      None if save_models is None else Path(save_models),
-                     None if out_dir is None else Path(out_dir) / f"{scenario}-runs", resume_key)
+                     None if out_dir is None else Path(out_dir) / f"{scenario}-runs", resume_key,
+                     None if finished_runs is None else Path(finished_runs) / f"{scenario}-runs")
     data = TaskData(spec)
     start = time.perf_counter()
     if scenario == "transfer_matrix":
