@@ -25,9 +25,9 @@ from metaxlm.report.findings import (
     check_findings,
     combine,
     compare,
-    limits_section,
     compare_gap_trends,
     compare_layers,
+    limits_section,
     table1_figure,
 )
 from metaxlm.report.results import ModelResult

@@ -41,6 +41,9 @@ class Hyperparameters(Strict):
     head_lr_scale: float = Field(1.0, gt=0.0)
     # every dropout of the model (hidden, attention, embeddings) during fine-tuning; None: the model's own (BERT: 0.1)
     dropout: float | None = Field(None, ge=0.0, lt=1.0)
+    # used: only the word-embedding rows the training inputs use are trained (the rest are not weight-decayed;
+    # about half of a CPU step for a 250k-row vocabulary, metaxlm.finetune.used_rows); all: dense, as the HF Trainer
+    embedding_rows: Literal["used", "all"] = "used"
     eval_batch_size: int = Field(64, ge=1)
     # auto: bf16 autocast only where bf16 matmuls are faster (metaxlm.compute.precision); default: evaluate.precision
     precision: Literal["auto", "bf16", "fp32"] = "auto"
