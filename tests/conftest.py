@@ -94,3 +94,19 @@ def tokenizer(tokenizer_dir):
     from metaxlm.finetune.models import load_finetune_tokenizer
 
     return load_finetune_tokenizer(tokenizer_dir, tokenizer_dir)
+
+
+@pytest.fixture(scope="session")
+def tiny_bert_dir(tokenizer_dir, tmp_path_factory) -> Path:
+    """A tiny random BertForMaskedLM saved like a metaxlm pretraining checkpoint (MLM head, no task head)."""
+    import transformers
+
+    from metaxlm.vocab import load_tokenizer
+
+    tokenizer = load_tokenizer(tokenizer_dir)
+    out = tmp_path_factory.mktemp("tiny_bert")
+    cfg = transformers.BertConfig(vocab_size=len(tokenizer), hidden_size=32, num_hidden_layers=2, num_attention_heads=2,
+                                  intermediate_size=64, max_position_embeddings=128, pad_token_id=tokenizer.pad_token_id)
+    transformers.set_seed(0)
+    transformers.BertForMaskedLM(cfg).save_pretrained(out)
+    return out

@@ -20,13 +20,8 @@ pytestmark = pytest.mark.usefixtures("one_thread")  # tests/conftest.py
 
 
 @pytest.fixture(scope="module")
-def model_dir(tokenizer, tmp_path_factory):
-    out = tmp_path_factory.mktemp("tiny_bert_rows")
-    cfg = transformers.BertConfig(vocab_size=len(tokenizer), hidden_size=32, num_hidden_layers=2, num_attention_heads=2,
-                                  intermediate_size=64, max_position_embeddings=128, pad_token_id=tokenizer.pad_token_id)
-    transformers.set_seed(0)
-    transformers.BertForMaskedLM(cfg).save_pretrained(out)
-    return out
+def model_dir(tiny_bert_dir):
+    return tiny_bert_dir  # tests/conftest.py
 
 
 def examples(langs, n: int, seed: int = 0) -> list[ClassificationExample]:
