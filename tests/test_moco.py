@@ -294,4 +294,5 @@ def test_two_processes_match_one_with_moco(parallel_template, tmp_path):
     sa, sb = (load_file(str(d / "final" / "objectives.safetensors")) for d in (one, two))
     assert sa.keys() == sb.keys()
     for k in sa:
-        torch.testing.assert_close(sa[k], sb[k], rtol=1e-4, atol=1e-5)
+        # one process or two sum in another order: seen up to 2.3e-5 (one of 300 values) on an AVX2-only EPYC
+        torch.testing.assert_close(sa[k], sb[k], rtol=1e-3, atol=5e-5)

@@ -254,3 +254,16 @@ def test_evaluate_precision_is_the_default_of_every_task(tmp_path):
     assert specs["a"].hyperparameters.precision == "bf16"  # from evaluate.precision
     assert specs["b"].hyperparameters.precision == "fp32"  # the task's own wins
     assert task_specs(EvalConfig(tasks={"a": {"task": "demo_module"}}))["a"].hyperparameters.precision == "auto"
+
+
+def test_runs_of_one_process_may_choose_different_precisions():
+    """Two training runs in one process (two variants of a `metaxlm run`, whose `auto` may decide differently for
+    their shapes) each get the Accelerator of their own precision; accelerate alone refuses the second."""
+    from metaxlm.compute.precision import training_accelerator
+
+    first, choice = training_accelerator("fp32")
+    assert choice.precision == "fp32" and first.mixed_precision == "no"
+    second, choice = training_accelerator("bf16")
+    assert choice.precision == "bf16" and second.mixed_precision == "bf16"
+    third, _ = training_accelerator("fp32")
+    assert third.mixed_precision == "no"
