@@ -226,10 +226,13 @@ def test_scores_against_fine_tuning_steps(tmp_path):
                 "curve": {"de": {"steps": steps, "bleu": [_stat([b]) for b in bleu],
                                  "chrf": [_stat([3 * b]) for b in bleu]}}}
     _write(tmp_path, {"model_name": "veco", "variant": "veco", "step": 100,
-                      "tasks": {"mt_veco": mt([1.0, 4.0, 9.0]), "mt_random": mt([0.0, 0.5, 1.5])}})
+                      "tasks": {"mt_veco": {**mt([1.0, 4.0, 9.0]), "curve_items": 250},
+                                "mt_random": mt([0.0, 0.5, 1.5])}})
     written = write_report([tmp_path])
     md = written["markdown"].read_text()
     assert "## Against fine-tuning steps" in md
+    # a curve on a subset of the test items says so (hyperparameters.curve_items); one on every item says nothing
+    assert "every item): mt_veco: 250 test items per language." in md and "mt_random: 250" not in md
     assert "| model · task | language | metric | step 25 | step 50 | step 100 |" in md
     assert "| veco · mt_veco | de | bleu | 1.0 | 4.0 | 9.0 |" in md
     assert "| veco · mt_random | de | chrf | 0.0 | 1.5 | 4.5 |" in md

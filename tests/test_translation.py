@@ -662,6 +662,7 @@ def test_curve_points_on_a_fixed_subset_and_the_final_score_on_every_item(tokeni
     assert entry["per_language"]["de"]["runs"] == [pytest.approx(task.score(examples, full, metric="bleu", lang="de"))]
     detail = __import__("json").loads((tmp_path / "out" / "supervised.json").read_text())["runs"][0]
     assert detail["curve_items"] == {"de": 3} and detail["machine"]["threads"] >= 1
+    assert entry["curve_items"] == 3
 
 
 def test_finished_runs_recorded_elsewhere_are_reused_by_a_fresh_run(tokenizer, model_dir, tmp_path, monkeypatch):

@@ -478,6 +478,8 @@ def run_task(spec: TaskSpec, model_dir: str | Path, out_dir: str | Path | None =
         entry.update(summarize(runs, None if scenario == "supervised" else spec.source))
         entry.update(report_summary(runner.details, spec.metric))
     entry["note"] = "; ".join(n for n in notes if n)
+    if spec.hyperparameters.eval_steps and spec.hyperparameters.curve_items is not None:
+        entry["curve_items"] = spec.hyperparameters.curve_items  # the curve's points are on this many test items
     if runner.chance:
         entry["chance"] = runner.chance
     if collapsed := collapsed_runs(runner.details):

@@ -199,9 +199,13 @@ def _curve_sections(models: list[ModelResult], fig_dir: Path, colors: dict[str, 
                   caption="Test score after each number of fine-tuning steps; mean ± std over seeds.")
     plots.finetune_curves(fig_dir / "finetune_curves.png", "test score against fine-tuning steps", panels, ylabels,
                           line_colors, styles)
+    subsets = sorted({f"{task}: {n} test items per language" for _, task, t in entries
+                      if (n := t.get("curve_items")) is not None})
+    on_subset = (" Curve points on a fixed subset of the test items (`hyperparameters.curve_items`; the tables' "
+                 f"final scores use every item): {'; '.join(subsets)}.") if subsets else ""
     return [Section("Against fine-tuning steps", [
         Text("Each model and task scored on its test sets during fine-tuning (`hyperparameters.eval_steps`); the "
-             "last point is the end of fine-tuning."),
+             f"last point is the end of fine-tuning.{on_subset}"),
         Figure("finetune_curves.png", "test score against fine-tuning steps"), table])]
 
 
