@@ -288,6 +288,7 @@ def training_accelerator(requested: str = "auto", *, shapes: Sequence[Shape] | N
     (accelerate's PartialState), so that `auto` is decided once on rank 0 and every process gets the same
     precision; then the Accelerator is built with it (autocast through `acc.autocast()`)."""
     from accelerate import Accelerator, PartialState
+    from accelerate.state import AcceleratorState
 
     from metaxlm.processes import process_group_kwargs
 
@@ -295,8 +296,6 @@ def training_accelerator(requested: str = "auto", *, shapes: Sequence[Shape] | N
     _check(requested, "cpu" if cpu else "cuda")  # before any process-group set-up
     state = PartialState(cpu=cpu, **process_group_kwargs())  # several processes: METAXLM_COLLECTIVE_TIMEOUT
     choice = resolve_precision(requested, state.device, shapes=shapes, announce=state.is_main_process)
-    from accelerate.state import AcceleratorState
-
     # accelerate keeps one AcceleratorState per process and refuses a second precision; an earlier run of this
     # process (another variant, whose `auto` chose otherwise for its shapes) may have set one: start it anew
     if AcceleratorState._shared_state.get("_mixed_precision") not in (None, choice.mixed_precision):

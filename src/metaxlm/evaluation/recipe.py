@@ -147,15 +147,16 @@ def model_fingerprint(model_dir: Path, tokenizer_dir: Path, *, weights: bool = T
     return digest.hexdigest()[:16]
 
 
-def task_model_fingerprint(spec, model_dir: Path, tokenizer_dir: Path) -> str:
+def task_model_fingerprint(spec, model_dir: Path, tokenizer_dir: Path, model_key: str | None = None) -> str:
     """model_fingerprint of the model files a task's fine-tuning reads: a translation model assembled with
-    `seq2seq.init: random` reads only the shapes (and the tokenizer), `init: veco` also a VECO run's final/veco/."""
+    `seq2seq.init: random` reads only the shapes (and the tokenizer), `init: veco` also a VECO run's final/veco/;
+    every other task the model's files, whose fingerprint `model_key` is when the caller has it already."""
     assembly = getattr(spec, "seq2seq", None)
     if assembly is not None and assembly.init == "random":
         return model_fingerprint(model_dir, tokenizer_dir, weights=False)
     if assembly is not None and assembly.init == "veco" and (Path(model_dir) / VECO_SUBDIR).is_dir():
         return model_fingerprint(model_dir, tokenizer_dir, subfolders=(VECO_SUBDIR,))
-    return model_fingerprint(model_dir, tokenizer_dir)
+    return model_key if model_key is not None else model_fingerprint(model_dir, tokenizer_dir)
 
 
 def run_fingerprint(spec, scenario: str, model_dir: Path | None = None, tokenizer_dir: Path | None = None, *,
@@ -317,8 +318,7 @@ def evaluate_model(cfg: RunConfig, target: ModelToEvaluate, *, progress: bool = 
         # a task entry's own `seeds` win over evaluate.seeds (e.g. one seed for a costly generation task)
         task_seeds = spec.seeds if "seeds" in ecfg.tasks[name] and target.final else seeds
         # keyed by the model files this task reads (for most tasks: model_key)
-        task_key = model_key if getattr(spec, "seq2seq", None) is None else \
-            task_model_fingerprint(spec, target.model_dir, target.tokenizer_dir)
+        task_key = task_model_fingerprint(spec, target.model_dir, target.tokenizer_dir, model_key)
         key = {"spec": spec.model_dump(mode="json"), "scenario": scenario, "seeds": task_seeds,
                "languages": languages, "model": task_key}
         # each finished (language, seed) run is kept too: an interrupted task resumes after its last one

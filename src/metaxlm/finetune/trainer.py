@@ -162,9 +162,10 @@ def finetune(model, task: Task, train_items: Sequence, hp: Hyperparameters, *, s
     model.to(device).train()
     pad_id = task.tokenizer.pad_token_id if task.tokenizer.pad_token_id is not None else 0
     # the embedding rows training reads (padding included); only they train with embedding_rows: used
-    used = UsedRows(model, {i for f in features for i in f["input_ids"]} | {pad_id}) \
-        if hp.embedding_rows == "used" else nullcontext()
-    with used:  # inside, only the used embedding rows are parameters
+    used = UsedRows(model, {i for f in features for i in f["input_ids"]} | {pad_id}
+                    if hp.embedding_rows == "used" else None)
+    # inside `used`, only the used embedding rows are parameters: the optimizer is built there
+    with used, tqdm(total=total, desc=desc, unit="step", disable=not progress, leave=False) as bar:
         new = getattr(model, "metaxlm_new_parameters", ()) if hp.head_lr_scale != 1.0 else ()
         optimizer = adamw(model.named_parameters(), lr=hp.lr, weight_decay=hp.weight_decay,
                           lr_scales={name: hp.head_lr_scale for name in new})
@@ -174,33 +175,32 @@ def finetune(model, task: Task, train_items: Sequence, hp: Hyperparameters, *, s
         rows = max(1, hp.batch_tokens // hp.max_seq_len) if hp.batch_tokens else hp.batch_size
         precision = resolved_precision(model, hp, device, rows)
         fast_path = (lambda: training_fast_path(device)) if precision.precision == "fp32" else nullcontext
-        with tqdm(total=total, desc=desc, unit="step", disable=not progress, leave=False) as bar:
-            step = 0
-            while step < total:
-                for batch_indices in epoch_batches:
-                    batch = task.collate([features[k] for k in batch_indices], pad_id, train=True)
-                    with precision.autocast(device.type), fast_path():
-                        loss = task.loss(model, {k: v.to(device) for k, v in batch.items()})
-                    if not torch.isfinite(loss):
-                        raise MetaXLMError(f"fine-tuning: non-finite loss at step {step} (lower the learning rate)")
-                    loss.backward()
-                    torch.nn.utils.clip_grad_norm_(params, hp.clip)
-                    optimizer.step()
-                    schedule.step()
-                    optimizer.zero_grad(set_to_none=True)
-                    step += 1
-                    if history is not None:
-                        history.append(loss.item())
-                    bar.update(1)
-                    if step % 10 == 0:
-                        bar.set_postfix(loss=f"{loss.item():.3f}")
-                    if on_step is not None:
-                        with used.full() if isinstance(used, UsedRows) else nullcontext():  # inference reads any row
-                            on_step(step, total)
-                        model.train()
-                    if step >= total:
-                        break
-                epoch_batches = length_grouped_batches(units, lengths, hp.batch_size, rng, hp.batch_tokens)
+        step = 0
+        while step < total:
+            for batch_indices in epoch_batches:
+                batch = task.collate([features[k] for k in batch_indices], pad_id, train=True)
+                with precision.autocast(device.type), fast_path():
+                    loss = task.loss(model, {k: v.to(device) for k, v in batch.items()})
+                if not torch.isfinite(loss):
+                    raise MetaXLMError(f"fine-tuning: non-finite loss at step {step} (lower the learning rate)")
+                loss.backward()
+                torch.nn.utils.clip_grad_norm_(params, hp.clip)
+                optimizer.step()
+                schedule.step()
+                optimizer.zero_grad(set_to_none=True)
+                step += 1
+                if history is not None:
+                    history.append(loss.item())
+                bar.update(1)
+                if step % 10 == 0:
+                    bar.set_postfix(loss=f"{loss.item():.3f}")
+                if on_step is not None:
+                    with used.full():  # inference reads any row
+                        on_step(step, total)
+                    model.train()
+                if step >= total:
+                    break
+            epoch_batches = length_grouped_batches(units, lengths, hp.batch_size, rng, hp.batch_tokens)
     model.eval()
     return model
 

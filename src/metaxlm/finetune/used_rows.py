@@ -57,12 +57,13 @@ def compactable(model) -> bool:
 
 
 class UsedRows:
-    """`with UsedRows(model, ids):` the model trains only the embedding rows of `ids` (also when it cannot, a
-    no-op); `with used.full():` inside it, the full embedding (with the rows trained so far) for inference."""
+    """`with UsedRows(model, ids):` the model trains only the embedding rows of `ids` (a no-op for ids None — dense
+    training — or a model it cannot compact); `with used.full():` inside it, the full embedding (with the rows
+    trained so far) for inference."""
 
-    def __init__(self, model, ids: Iterable[int]):
+    def __init__(self, model, ids: Iterable[int] | None):
         self.model = model
-        self.active = compactable(model)
+        self.active = ids is not None and compactable(model)
         if self.active:
             self.full_embedding = model.get_input_embeddings()
             self.rows = torch.tensor(sorted(set(ids)), dtype=torch.long, device=self.full_embedding.weight.device)
