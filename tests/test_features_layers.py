@@ -119,3 +119,31 @@ def test_mean_pool_ignores_padding_and_an_empty_row_gives_zeros():
     assert pooled[2].tolist() == [0.0] * 4
     assert pooled.dtype == torch.float64 and torch.equal(mean_pool(hidden, mask.bool()), pooled)
     assert torch.equal(cls_pool(hidden), hidden[:, 0])
+
+
+@pytest.mark.parametrize("budget", [1, 10, 40, 1000, None])
+def test_length_sorted_batches_cover_every_item_once_within_the_budget(budget):
+    import random
+
+    from metaxlm.data.padding import length_sorted_batches
+
+    rng = random.Random(0)
+    lengths = [rng.randint(1, 30) for _ in range(200)]
+    batches = length_sorted_batches(lengths, 16, budget)
+    assert sorted(k for batch in batches for k in batch) == list(range(200))  # every item once
+    flat = [lengths[k] for batch in batches for k in batch]
+    assert flat == sorted(flat)  # shortest first: batches hold similar lengths
+    for batch in batches:
+        assert len(batch) <= 16
+        if budget is not None:
+            assert len(batch) == 1 or len(batch) * max(lengths[k] for k in batch) <= budget
+    assert length_sorted_batches([], 4, 8) == []
+    assert length_sorted_batches([50], 4, 8) == [[0]]  # an item over the budget is a batch alone
+
+
+def test_token_budget_batches_give_the_same_vectors(tokenizer):
+    model = tiny_bert(tokenizer)
+    whole = encode_layers(model, tokenizer, TEXTS, batch_size=64, batch_tokens=None, precision="fp32")
+    small = encode_layers(model, tokenizer, TEXTS, batch_size=64, batch_tokens=20, precision="fp32")
+    for layer in whole:
+        torch.testing.assert_close(small[layer], whole[layer], atol=1e-5, rtol=1e-5)

@@ -199,6 +199,28 @@ def test_training_is_deterministic_given_the_seed(tokenizer, model_dir):
     assert losses_a != losses_c
 
 
+def test_predictions_do_not_depend_on_the_inference_batches(tokenizer, model_dir):
+    """eval_batch_tokens only cuts the length-sorted features into other batches: the same outputs, each back at its
+    feature (tagging: per-token outputs cut to each feature's own length)."""
+    data = [TaggingExample(f"t{i}", tuple(WORDS["en"][i % 7: i % 7 + 1 + i % 9]), tuple("OX"[k % 2] for k in range(1 + i % 9)))
+            for i in range(23)]
+    task = get_task("tagging")(tokenizer, hp())
+    task.fit_labels(data)
+    transformers.set_seed(0)
+    model = load_model(task, model_dir).eval()
+    features = task.encode(data, train=False)
+    outputs = {}
+    for size, tokens in ((64, None), (5, None), (64, 24), (64, 1)):
+        outputs[size, tokens] = predict_outputs(model, task, features,
+                                                task.hp.model_copy(update={"eval_batch_size": size,
+                                                                           "eval_batch_tokens": tokens}))
+    reference = outputs[64, None]
+    for got in outputs.values():
+        for feature, (a,), (b,) in zip(features, got, reference, strict=True):
+            assert a.shape[0] == len(feature["input_ids"])
+            np.testing.assert_allclose(a, b, atol=1e-5, rtol=1e-5)
+
+
 def test_the_new_head_learns_at_its_own_scale(tokenizer, model_dir, monkeypatch):
     """hyperparameters.head_lr_scale: the weights the checkpoint lacks (classifier, pooler) get lr × scale, the
     encoder the lr itself; the optimizer's groups say so."""

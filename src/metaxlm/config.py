@@ -20,6 +20,7 @@ from metaxlm.alignment_defaults import (
     DEFAULT_N_ITER,
     DEV_FRACTION,
 )
+from metaxlm.data.padding import INFERENCE_BATCH_TOKENS
 from metaxlm.errors import ConfigError
 from metaxlm.languages import check_language
 from metaxlm.textpolicy import text_problem
@@ -296,7 +297,8 @@ class EvalConfig(Strict):
     retrieval: dict[str, RetrievalEvalSpec] = Field(default_factory=dict)
     alignment: dict[str, AlignmentEvalSpec] = Field(default_factory=dict)
     layers: list[int] | None = None  # layers for retrieval/alignment; default: every layer (0 = embeddings)
-    batch_size: int = Field(64, ge=1)    # inference batch for the feature-based probes
+    batch_size: int = Field(64, ge=1)    # inference batch for the feature-based probes: at most this many texts
+    batch_tokens: int | None = Field(INFERENCE_BATCH_TOKENS, ge=1)  # and this many padded tokens (None: no limit)
     # fine-tuning and the probes (a task's own hyperparameters.precision wins); auto as train.precision
     precision: Literal["auto", "bf16", "fp32"] = "auto"
     # Intermediate pretraining checkpoints to evaluate as well (scores against steps, with the transfer gap).

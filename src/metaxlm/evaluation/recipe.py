@@ -228,7 +228,8 @@ def evaluate_retrieval(model, tokenizer, spec: RetrievalEvalSpec, languages: lis
     for lang in spec.languages or [code for code in languages if code != pivot]:
         src, tgt = retrieval_pairs(spec, lang, pivot)
         per_language[lang] = retrieval_by_layer(model, tokenizer, src, tgt, layers=ecfg.layers,
-                                                batch_size=ecfg.batch_size, precision=ecfg.precision)
+                                                batch_size=ecfg.batch_size, batch_tokens=ecfg.batch_tokens,
+                                                precision=ecfg.precision)
         per_language[lang]["pairs"] = len(src)
     layers = next(iter(per_language.values()))["layers"]
     return {"layers": layers, "average": _mean_over(per_language, "mean"), "per_language": per_language}

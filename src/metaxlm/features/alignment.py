@@ -38,13 +38,13 @@ from metaxlm.alignment_defaults import (  # chosen on dev: see that module
     DEFAULT_N_ITER,
 )
 from metaxlm.data.examples import DEV_FRACTION, AlignmentSet, dev_test_split
+from metaxlm.data.padding import INFERENCE_BATCH_TOKENS, length_sorted_batches
 from metaxlm.data.readers import iter_lines
 from metaxlm.errors import ConfigError, DataError, MetaXLMError
 from metaxlm.features.layers import (
     LayerRunner,
     inference,
     inference_precision,
-    length_sorted_batches,
     load_encoder,
     max_positions,
     num_layers,
@@ -195,7 +195,7 @@ class WordAligner:
 
 
 def token_states(model, tokenizer, sentences: Sequence[WordPieces], layers: Sequence[int], *, batch_size: int = 64,
-                 precision: str = "auto", progress: bool = False,
+                 batch_tokens: int | None = INFERENCE_BATCH_TOKENS, precision: str = "auto", progress: bool = False,
                  normalize: bool = True) -> dict[int, list[torch.Tensor]]:
     """{layer: [per sentence (n_kept_tokens, hidden) states]} from one forward pass per batch of rows: unit vectors
     (dot products are cosines), or the raw states with `normalize=False`."""
@@ -204,7 +204,7 @@ def token_states(model, tokenizer, sentences: Sequence[WordPieces], layers: Sequ
     parts: dict[int, dict[tuple[int, int], torch.Tensor]] = {layer: {} for layer in layers}
     runner = LayerRunner(model, layers)
     with inference(model, precision):
-        for batch in tqdm(length_sorted_batches(lengths, batch_size), desc="encode", unit="batch",
+        for batch in tqdm(length_sorted_batches(lengths, batch_size, batch_tokens), desc="encode", unit="batch",
                           disable=not progress):
             input_ids, attention_mask = pad_batch([sentences[rows[b][0]].rows[rows[b][1]] for b in batch],
                                                   pad_id(tokenizer))

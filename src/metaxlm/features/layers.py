@@ -20,7 +20,7 @@ import torch
 from torch import nn
 from tqdm import tqdm
 
-from metaxlm.data.padding import pad_right
+from metaxlm.data.padding import INFERENCE_BATCH_TOKENS, length_sorted_batches, pad_right
 from metaxlm.errors import ConfigError
 from metaxlm.models.arch import arch_or_none
 from metaxlm.models.pooling import cls_pool, mean_pool
@@ -135,12 +135,6 @@ class LayerRunner:
         return {layer: states[layer].float() for layer in self.layers}
 
 
-def length_sorted_batches(lengths: Sequence[int], batch_size: int) -> list[list[int]]:
-    """Indices grouped into batches of similar length (shortest first), to keep padding small."""
-    order = sorted(range(len(lengths)), key=lengths.__getitem__)
-    return [order[start:start + batch_size] for start in range(0, len(order), batch_size)]
-
-
 def pad_batch(rows: Sequence[Sequence[int]], pad_id: int) -> tuple[torch.Tensor, torch.Tensor]:
     """(input_ids, attention_mask) of right-padded rows."""
     return pad_right(rows, pad_id)
@@ -170,10 +164,10 @@ def pool(states: torch.Tensor, attention_mask: torch.Tensor, pooling: str) -> to
 
 
 def encode_layers(model, tokenizer, texts: Sequence[str], *, layers: Sequence[int] | None = None,
-                  batch_size: int = 64, pooling: str = "mean", max_length: int = 512, precision: str = "auto",
-                  progress: bool = False) -> dict[int, torch.Tensor]:
+                  batch_size: int = 64, batch_tokens: int | None = INFERENCE_BATCH_TOKENS, pooling: str = "mean",
+                  max_length: int = 512, precision: str = "auto", progress: bool = False) -> dict[int, torch.Tensor]:
     """Pooled sentence vectors {layer: (len(texts), hidden) float32} for every requested layer (0 = embeddings,
-    default: all), from one forward pass per batch."""
+    default: all), from one forward pass per batch (at most `batch_size` texts and `batch_tokens` padded tokens)."""
     if pooling not in POOLINGS:
         raise ConfigError(f"pooling must be one of {POOLINGS}, got {pooling!r}")
     layers = resolve_layers(model, layers)
@@ -181,7 +175,7 @@ def encode_layers(model, tokenizer, texts: Sequence[str], *, layers: Sequence[in
     out = {layer: torch.zeros(len(texts), model.config.hidden_size) for layer in layers}
     runner = LayerRunner(model, layers)
     with inference(model, precision):
-        for batch in tqdm(length_sorted_batches([len(row) for row in ids], batch_size), desc="encode",
+        for batch in tqdm(length_sorted_batches([len(row) for row in ids], batch_size, batch_tokens), desc="encode",
                           unit="batch", disable=not progress):
             input_ids, attention_mask = pad_batch([ids[k] for k in batch], pad_id(tokenizer))
             for layer, states in runner(input_ids, attention_mask).items():

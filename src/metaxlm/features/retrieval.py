@@ -7,21 +7,24 @@ from collections.abc import Sequence
 
 import torch.nn.functional as F
 
+from metaxlm.data.padding import INFERENCE_BATCH_TOKENS
 from metaxlm.errors import MetaXLMError
 from metaxlm.features.layers import encode_layers
 from metaxlm.metrics import accuracy_at_1
 
 
 def retrieval_by_layer(model, tokenizer, src: Sequence[str], tgt: Sequence[str], *,
-                       layers: Sequence[int] | None = None, batch_size: int = 64, pooling: str = "mean",
+                       layers: Sequence[int] | None = None, batch_size: int = 64,
+                       batch_tokens: int | None = INFERENCE_BATCH_TOKENS, pooling: str = "mean",
                        max_length: int = 512, precision: str = "auto", progress: bool = False) -> dict:
     """src[i] and tgt[i] are translations. Returns {"layers", "src2tgt", "tgt2src", "mean"}: lists of
     accuracy@1 fractions, one per layer (0 = embeddings; default: every layer)."""
     if len(src) != len(tgt) or not src:
         raise MetaXLMError(f"retrieval needs the same non-zero number of sentences on both sides, "
                            f"got {len(src)} and {len(tgt)}")
-    vectors = encode_layers(model, tokenizer, [*src, *tgt], layers=layers, batch_size=batch_size, pooling=pooling,
-                            max_length=max_length, precision=precision, progress=progress)
+    vectors = encode_layers(model, tokenizer, [*src, *tgt], layers=layers, batch_size=batch_size,
+                            batch_tokens=batch_tokens, pooling=pooling, max_length=max_length, precision=precision,
+                            progress=progress)
     result: dict[str, list] = {"layers": [], "src2tgt": [], "tgt2src": [], "mean": []}
     for layer, v in vectors.items():
         v = F.normalize(v, dim=-1)

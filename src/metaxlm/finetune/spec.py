@@ -16,6 +16,7 @@ import yaml
 from pydantic import Field, ValidationError, field_validator, model_validator
 
 from metaxlm.config import Strict, apply_override, format_errors
+from metaxlm.data.padding import INFERENCE_BATCH_TOKENS
 from metaxlm.errors import ConfigError
 from metaxlm.languages import FLORES, check_language
 
@@ -44,7 +45,9 @@ class Hyperparameters(Strict):
     # used: only the word-embedding rows the training inputs use are trained (the rest are not weight-decayed;
     # about half of a CPU step for a 250k-row vocabulary, metaxlm.finetune.used_rows); all: dense, as the HF Trainer
     embedding_rows: Literal["used", "all"] = "used"
+    # inference batches (tests, curves): at most eval_batch_size features and eval_batch_tokens padded tokens
     eval_batch_size: int = Field(64, ge=1)
+    eval_batch_tokens: int | None = Field(INFERENCE_BATCH_TOKENS, ge=1)
     # auto: bf16 autocast only where bf16 matmuls are faster (metaxlm.compute.precision); default: evaluate.precision
     precision: Literal["auto", "bf16", "fp32"] = "auto"
     # extractive QA (SQuAD-style features)

@@ -28,6 +28,7 @@ from tqdm import tqdm
 from metaxlm.compute.fastpath import training_fast_path
 from metaxlm.compute.optim import adamw
 from metaxlm.compute.precision import PrecisionChoice, model_matmul_shapes, resolve_precision
+from metaxlm.data.padding import length_sorted_batches
 from metaxlm.errors import MetaXLMError
 from metaxlm.finetune.spec import Hyperparameters
 from metaxlm.finetune.tasks.base import MODEL_INPUTS, Feature, Task
@@ -213,11 +214,9 @@ def predict_outputs(model, task: Task, features: list[Feature], hp: Hyperparamet
     model.to(device).eval()
     pad_id = task.tokenizer.pad_token_id if task.tokenizer.pad_token_id is not None else 0
     precision = resolved_precision(model, hp, device, hp.eval_batch_size)
-    order = sorted(range(len(features)), key=lambda k: len(features[k]["input_ids"]))
+    batches = length_sorted_batches([len(f["input_ids"]) for f in features], hp.eval_batch_size, hp.eval_batch_tokens)
     results: list[tuple[np.ndarray, ...] | None] = [None] * len(features)
-    for i in tqdm(range(0, len(order), hp.eval_batch_size), desc=desc, unit="batch", disable=not progress,
-                  leave=False):
-        chunk = order[i:i + hp.eval_batch_size]
+    for chunk in tqdm(batches, desc=desc, unit="batch", disable=not progress, leave=False):
         batch = collate([features[k] for k in chunk], pad_id)
         with precision.autocast(device.type):
             out = model(**{k: v.to(device) for k, v in batch.items()})
