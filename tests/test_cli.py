@@ -91,3 +91,40 @@ def test_vocab_load_mode_imports_an_existing_model(run_config, tokenizer_dir, tm
         original = AutoTokenizer.from_pretrained(str(tokenizer_dir))
         assert loaded("the cat sleeps")["input_ids"] == original("the cat sleeps")["input_ids"]
     assert "vocabulary:" in capsys.readouterr().out
+
+
+@pytest.mark.parametrize("order", ["overrides first", "overrides after --languages"])
+def test_finetune_languages_never_take_an_override(order, tmp_path, monkeypatch):
+    """`--languages en hyperparameters.epochs=3` once ran 10 epochs with a "language" named by the override."""
+    import metaxlm.finetune.scenarios as scenarios
+
+    seen = {}
+
+    class Called(Exception):
+        pass
+
+    def fake_run_task(spec, model_dir, out_dir, **kwargs):
+        seen.update(spec=spec, languages=kwargs["languages"])
+        raise Called
+
+    monkeypatch.setattr(scenarios, "run_task", fake_run_task)
+    common = ["--model", str(tmp_path), "--out", str(tmp_path / "out")]
+    argv = (["finetune", "demo_module", "hyperparameters.epochs=3", *common, "--languages", "en", "de"]
+            if order == "overrides first" else
+            ["finetune", "demo_module", *common, "--languages", "en", "de", "hyperparameters.epochs=3",
+             "hyperparameters.lr=5e-5"])
+    with pytest.raises(Called):
+        main(argv)
+    assert seen["languages"] == ["en", "de"]
+    assert seen["spec"].hyperparameters.epochs == 3
+    if order != "overrides first":
+        assert seen["spec"].hyperparameters.lr == 5e-5
+
+
+@pytest.mark.parametrize(("code", "needle"), [("xx", "unknown language code 'xx'"),
+                                              ("sw", "task demo_module has no data for 'sw'")])
+def test_finetune_language_that_cannot_be_tested_is_one_line_error(code, needle, tmp_path, capsys):
+    assert main(["finetune", "demo_module", "--model", str(tmp_path), "--out", str(tmp_path / "out"),
+                 "--languages", "en", code, "hyperparameters.epochs=3"]) == 2
+    err = capsys.readouterr().err.strip()
+    assert needle in err and len(err.splitlines()) == 1

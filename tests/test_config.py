@@ -171,3 +171,29 @@ def test_text_policy_keeps_tabs_newlines_and_shared_aliases(tmp_path):
     p = tmp_path / "c.yaml"
     p.write_text(BASE + 'model: {options: {a: &o {note: "tab\\tand\\nnewline"}, b: *o}}\n')
     assert load_config(p).model.options["b"] == {"note": "tab\tand\nnewline"}
+
+
+def test_numbers_in_exponent_notation_are_numbers_in_files_and_overrides(cfg_file, tmp_path):
+    """YAML 1.1 (PyYAML) reads `5e-4` and `1e4` as strings, which the strict run config rejected: every config file,
+    task file and override reads them as numbers; a whole value without a dot is an int (it fits train.steps)."""
+    from metaxlm.finetune.spec import load_task_spec
+
+    text = cfg_file.read_text()
+    written = tmp_path / "exp.yaml"
+    written.write_text(text + "train: {lr: 5e-4, steps: 1e3, warmup_steps: 2E1, weight_decay: 1.0e-2}\n")
+    cfg = load_config(written)
+    assert (cfg.train.lr, cfg.train.steps, cfg.train.warmup_steps, cfg.train.weight_decay) == (5e-4, 1000, 20, 0.01)
+    assert isinstance(cfg.train.steps, int)
+    cfg = load_config(cfg_file, ["train.lr=2.0e-5", "train.steps=1e4", "data.alpha=5e-1"])
+    assert (cfg.train.lr, cfg.train.steps, cfg.data.alpha) == (2e-5, 10_000, 0.5)
+    with pytest.raises(ConfigError, match="train.steps"):  # not whole: a float where an int is wanted, named
+        load_config(cfg_file, ["train.steps=1.5e1"])
+    task = tmp_path / "t.yaml"
+    task.write_text("name: t\ntype: classification\nformat: sib200\nmetric: accuracy\nlanguages: [en]\nsource: en\n"
+                    "train: x\ntest: y\nhyperparameters: {lr: 3e-5, batch_size: 32}\n")
+    assert load_task_spec(task, ["hyperparameters.warmup_ratio=1e-1"]).hyperparameters.lr == 3e-5
+    assert load_task_spec(task, ["hyperparameters.warmup_ratio=1e-1"]).hyperparameters.warmup_ratio == 0.1
+    # what only looks like a number stays text; a quoted number stays text
+    from metaxlm.config import read_yaml
+
+    assert read_yaml("[e5, 1e4x, '5e-4', 1_0e2, 10, 2.5]") == ["e5", "1e4x", "5e-4", 1000, 10, 2.5]

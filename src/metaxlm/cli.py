@@ -131,8 +131,15 @@ def cmd_finetune(args) -> None:
     from metaxlm.finetune.spec import load_task_spec
     from metaxlm.finetune.tasks import get_task
     from metaxlm.io import atomic_write_json
+    from metaxlm.languages import LANGUAGES
 
     spec = load_task_spec(args.task, args.overrides)
+    for code in args.languages or ():
+        if code not in LANGUAGES:
+            raise ConfigError(f"--languages: unknown language code {code!r}")
+        if code not in spec.languages:
+            raise ConfigError(f"--languages: task {spec.name} has no data for {code!r} (its languages: "
+                              f"{', '.join(spec.languages)})")
     languages = args.languages or spec.languages
     scenario = args.scenario or get_task(spec.type).scenarios[0]  # zero_shot; translation: supervised
     tokenizer_dir = Path(args.tokenizer or args.model)
@@ -356,6 +363,11 @@ def main(argv: list[str] | None = None) -> int:
         args.overrides = [*args.overrides, *rest]
     elif rest:
         parser.error(f"unrecognized arguments: {' '.join(rest)}")
+    # an option taking several values (`--languages en de`) also takes the overrides after it: `key=value` is an
+    # override, never a language
+    if getattr(args, "languages", None) and hasattr(args, "overrides"):
+        args.overrides = [*args.overrides, *(v for v in args.languages if "=" in v)]
+        args.languages = [v for v in args.languages if "=" not in v] or None
     try:
         _one_voice(args)
         args.func(args)

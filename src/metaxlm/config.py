@@ -2,11 +2,14 @@
 
 Unknown keys and wrong types are errors that name the key (e.g. `vocab.size: Input should be a valid
 integer`). Override values are parsed as YAML scalars, so `vocab.size=8000`, `data.alpha=0.3`,
-`data.languages=[en,de]` and `data.skip_bad=true` all get their natural types.
+`data.languages=[en,de]` and `data.skip_bad=true` all get their natural types. Numbers in exponent notation are
+numbers as people write them (`5e-4`, `1e4`, `2.0e-5`; YAML 1.1, which PyYAML follows, reads the first two as
+strings): `read_yaml` reads every config, task file and override.
 """
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 from typing import Any, Literal
 
@@ -24,6 +27,30 @@ from metaxlm.data.padding import INFERENCE_BATCH_TOKENS
 from metaxlm.errors import ConfigError
 from metaxlm.languages import check_language
 from metaxlm.textpolicy import text_problem
+
+
+class _ConfigLoader(yaml.SafeLoader):
+    """yaml.SafeLoader reading exponent notation without a dot or an exponent sign (`5e-4`, `1e4`, `3E5`) as a
+    number: a float, or an int when the text has no dot and its value is whole (`1e4` is 10000, so it fits an int
+    field such as train.steps)."""
+
+
+_EXPONENT_NUMBER = re.compile(r"^[-+]?(?:[0-9][0-9_]*(?:\.[0-9_]*)?|\.[0-9_]+)[eE][-+]?[0-9]+$")
+_ConfigLoader.add_implicit_resolver("tag:metaxlm,2026:number", _EXPONENT_NUMBER, list("-+0123456789."))
+
+
+def _exponent_number(loader: yaml.SafeLoader, node: yaml.ScalarNode) -> int | float:
+    text = loader.construct_scalar(node).replace("_", "")
+    value = float(text)
+    return int(value) if "." not in text and value.is_integer() and abs(value) < 2**63 else value
+
+
+_ConfigLoader.add_constructor("tag:metaxlm,2026:number", _exponent_number)
+
+
+def read_yaml(text: str) -> Any:
+    """YAML text as Python values, safely (no tags that build objects), with numbers as people write them."""
+    return yaml.load(text, Loader=_ConfigLoader)  # noqa: S506 (a SafeLoader subclass: safe_load with one resolver)
 
 
 class Strict(BaseModel):
@@ -495,7 +522,7 @@ def apply_override(tree: dict[str, Any], override: str) -> None:
     if not all(parts):
         raise ConfigError(f"override {override!r}: empty key part")
     try:
-        value = yaml.safe_load(raw) if raw.strip() else ""
+        value = read_yaml(raw) if raw.strip() else ""
     except _YAML_ERRORS as err:
         raise ConfigError(f"override {key}: cannot parse value {raw!r}: {_yaml_problem(err)}") from None
     node = tree
@@ -517,7 +544,7 @@ def format_errors(err: ValidationError, source: str) -> str:
 
 
 def load_config(path: str | Path | None, overrides: list[str] = (), model: type[Strict] = RunConfig) -> Strict:
-    """Read YAML (safe_load), apply overrides, validate. Raises ConfigError naming each bad key."""
+    """Read YAML (read_yaml), apply overrides, validate. Raises ConfigError naming each bad key."""
     tree: dict[str, Any] = {}
     source = "(overrides only)"
     if path is not None:
@@ -532,7 +559,7 @@ def load_config(path: str | Path | None, overrides: list[str] = (), model: type[
             line = data.count(b"\n", 0, err.start) + 1
             raise ConfigError(f"{path}:{line}: invalid UTF-8 (byte {data[err.start]:#04x})") from None
         try:
-            tree = yaml.safe_load(text) or {}
+            tree = read_yaml(text) or {}
         except _YAML_ERRORS as err:
             raise ConfigError(f"{path}: not valid YAML: {_yaml_problem(err)}") from None
         if not isinstance(tree, dict):

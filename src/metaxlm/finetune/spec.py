@@ -15,7 +15,7 @@ from typing import Any, Literal
 import yaml
 from pydantic import Field, ValidationError, field_validator, model_validator
 
-from metaxlm.config import Strict, apply_override, format_errors
+from metaxlm.config import Strict, apply_override, format_errors, read_yaml
 from metaxlm.data.padding import INFERENCE_BATCH_TOKENS
 from metaxlm.errors import ConfigError
 from metaxlm.languages import FLORES, check_language
@@ -227,7 +227,7 @@ def load_task_spec(path_or_name: str | Path, overrides: dict[str, Any] | list[st
     config's `evaluate.tasks` entry; its `task` key names the YAML and is dropped) or `key.sub=value` strings."""
     path = _find_task_file(path_or_name)
     try:
-        tree = yaml.safe_load(path.read_text(encoding="utf-8")) or {}
+        tree = read_yaml(path.read_text(encoding="utf-8")) or {}
     except OSError as err:
         raise ConfigError(f"cannot read task config {path}: {err.strerror}") from None
     except yaml.YAMLError as err:

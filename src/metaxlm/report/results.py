@@ -16,7 +16,7 @@ from pathlib import Path
 import yaml
 from pydantic import ValidationError
 
-from metaxlm.config import ReportConfig
+from metaxlm.config import ReportConfig, read_yaml
 from metaxlm.errors import DataError, MetaXLMError
 from metaxlm.metrics import lowest_aer_layer
 
@@ -185,7 +185,7 @@ def _check(data, path: Path) -> None:
 def variant_order(run: Path) -> list[str]:
     """The run config's variant order (xlm, metaxlm, metaxlm_dict), so tables list models as the paper does."""
     try:
-        variants = yaml.safe_load((run / "config.yaml").read_text()).get("variants")
+        variants = read_yaml((run / "config.yaml").read_text()).get("variants")
     except (OSError, yaml.YAMLError, AttributeError):
         return []  # only used for ordering: without a readable config, names sort alphabetically
     return list(variants) if isinstance(variants, dict | list) else []
@@ -198,7 +198,7 @@ def report_config(run: Path) -> ReportConfig:
     if not path.exists():
         return ReportConfig()
     try:
-        tree = yaml.safe_load(path.read_text(encoding="utf-8")) or {}
+        tree = read_yaml(path.read_text(encoding="utf-8")) or {}
     except (OSError, yaml.YAMLError) as err:
         raise DataError(path, None, f"cannot read the run's config: {err}") from None
     section = tree.get("report") if isinstance(tree, dict) else None
