@@ -197,3 +197,24 @@ def test_numbers_in_exponent_notation_are_numbers_in_files_and_overrides(cfg_fil
     from metaxlm.config import read_yaml
 
     assert read_yaml("[e5, 1e4x, '5e-4', 1_0e2, 10, 2.5]") == ["e5", "1e4x", "5e-4", 1000, 10, 2.5]
+
+
+def test_every_command_reading_a_config_loads_its_plugins(cfg_file, tmp_path, capsys):
+    """Plugins register components (here a task type) before any command looks them up: `metaxlm evaluate` too,
+    which once never loaded them."""
+    import sys
+
+    from metaxlm.cli import main
+    from metaxlm.finetune.tasks import get_task
+
+    plugin = tmp_path / "evaluate_plugin_task.py"
+    plugin.write_text("from metaxlm.finetune.tasks import register_task\n"
+                      "from metaxlm.finetune.tasks.classification import ClassificationTask\n\n\n"
+                      "@register_task('plugin_classification')\n"
+                      "class PluginClassification(ClassificationTask):\n    pass\n")
+    config = tmp_path / "with_plugin.yaml"
+    config.write_text(cfg_file.read_text().replace("runs/x", str(tmp_path / "run")) + f"plugins: [{plugin}]\n")
+    sys.modules.pop("metaxlm_plugin_evaluate_plugin_task", None)
+    assert main(["evaluate", str(config)]) == 2  # nothing to evaluate: but the config, with its plugins, was read
+    assert "nothing to evaluate" in capsys.readouterr().err
+    assert get_task("plugin_classification").__name__ == "PluginClassification"

@@ -26,6 +26,7 @@ from metaxlm.alignment_defaults import (
 from metaxlm.data.padding import INFERENCE_BATCH_TOKENS
 from metaxlm.errors import ConfigError
 from metaxlm.languages import check_language
+from metaxlm.registry import load_plugins
 from metaxlm.textpolicy import text_problem
 
 
@@ -571,11 +572,14 @@ def load_config(path: str | Path | None, overrides: list[str] = (), model: type[
     except ValueError as err:
         raise ConfigError(f"invalid config {source}:\n  {err}") from None
     try:
-        return model.model_validate(tree)
+        cfg = model.model_validate(tree)
     except ValidationError as err:
         raise ConfigError(format_errors(err, source)) from None
     except ValueError as err:  # raised by helper validators outside pydantic's wrapping
         raise ConfigError(f"invalid config {source}: {err}") from None
+    # the config's own components (objectives, models, task types) register before any command looks them up
+    load_plugins(getattr(cfg, "plugins", []))
+    return cfg
 
 
 def dump_config(config: BaseModel, path: Path) -> None:

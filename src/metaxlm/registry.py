@@ -57,3 +57,28 @@ class Registry(Generic[T]):
     def __contains__(self, name: str) -> bool:
         self._import_package()
         return name in self._entries
+
+
+def load_plugins(plugins: list[str]) -> None:
+    """Import the config's plugin modules (dotted names or .py files), which register their own components (every
+    command that reads a run config: metaxlm.config.load_config). A module is imported once per process."""
+    import importlib.util
+    import sys
+    from pathlib import Path
+
+    for i, ref in enumerate(plugins):
+        try:
+            if ref.endswith(".py"):
+                name = f"metaxlm_plugin_{Path(ref).stem}"
+                if name in sys.modules:
+                    continue
+                spec = importlib.util.spec_from_file_location(name, ref)
+                if spec is None or not Path(ref).is_file():
+                    raise FileNotFoundError(f"no such file: {ref}")
+                module = importlib.util.module_from_spec(spec)
+                sys.modules[name] = module
+                spec.loader.exec_module(module)
+            else:
+                importlib.import_module(ref)
+        except (ImportError, OSError, SyntaxError) as err:
+            raise ConfigError(f"plugins[{i}]: cannot import {ref}: {err}") from None

@@ -25,6 +25,7 @@ from metaxlm.pretrain.engine import PretrainResult, pretrain
 from metaxlm.pretrain.objectives import ObjectiveContext, build_objectives, parse_objectives
 from metaxlm.pretrain.vocabulary import FullVocabulary
 from metaxlm.processes import is_main, rank0_first, stop_on_peer_failure, together, wait_for_main
+from metaxlm.registry import load_plugins
 from metaxlm.rundir import RunDir
 
 
@@ -42,35 +43,11 @@ def objective_spec(cfg: RunConfig, variant: str) -> dict:
 def check_pretraining_config(cfg: RunConfig) -> None:
     """Everything about pretraining a config names that can be checked before any stage runs (objective names and
     options, the model architecture), so a typo fails at once, not after the vocabulary and data are built."""
-    load_plugins(cfg.plugins)
+    load_plugins(cfg.plugins)  # a config built in code, not read by load_config
     for variant in cfg.variants:
         model = cfg.model_for(variant)
         get_arch(model.arch).check_options(model)
         parse_objectives(objective_spec(cfg, variant), where=f"variants.{variant}: train.objectives")
-
-
-def load_plugins(plugins: list[str]) -> None:
-    """Import the config's plugin modules (dotted names or .py files), which register their own components."""
-    import importlib
-    import importlib.util
-    import sys
-
-    for i, ref in enumerate(plugins):
-        try:
-            if ref.endswith(".py"):
-                name = f"metaxlm_plugin_{Path(ref).stem}"
-                if name in sys.modules:
-                    continue
-                spec = importlib.util.spec_from_file_location(name, ref)
-                if spec is None or not Path(ref).is_file():
-                    raise FileNotFoundError(f"no such file: {ref}")
-                module = importlib.util.module_from_spec(spec)
-                sys.modules[name] = module
-                spec.loader.exec_module(module)
-            else:
-                importlib.import_module(ref)
-        except (ImportError, OSError, SyntaxError) as err:
-            raise ConfigError(f"plugins[{i}]: cannot import {ref}: {err}") from None
 
 
 def ensure_meta_model(cfg: RunConfig, *, progress: bool = True) -> Path:
