@@ -14,8 +14,8 @@ the same numbers), and prints the table as Markdown.
     python bench/evaluation_profile.py --model veco --label veco
     python bench/evaluation_profile.py --config configs/compare.yaml 'evaluate.seeds=[0]'   # overrides
 
-The run's vocabulary (and, for a variant, its pretrained model) must exist; the start model is written on first use
-(`metaxlm run configs/compare.yaml 'stages=[vocab]'` makes the vocabulary).
+The run's vocabulary is made when missing (the vocab stage) and the start model written on first use; a variant's
+model needs its pretraining first (`metaxlm run configs/compare.yaml 'stages=[vocab,prepare,stats,pretrain]'`).
 """
 
 from __future__ import annotations
@@ -111,8 +111,12 @@ def main() -> int:
     from metaxlm.compute.precision import cpu_model
     from metaxlm.config import load_config
     from metaxlm.io import json_safe
+    from metaxlm.pipeline import stage_vocab
+    from metaxlm.rundir import RunDir
 
     cfg = load_config(args.config, args.overrides)
+    if not (RunDir.of(cfg).vocab / "tokenizer_config.json").exists():  # what the start model is written with
+        stage_vocab(cfg)
     sections = Sections()
     instrument(sections)
     targets = {t.name: t for t in recipe.models_to_evaluate(cfg.model_copy(

@@ -342,5 +342,5 @@ def test_unknown_role_is_a_clear_error(tmp_path):
 
 def test_bad_report_section_is_a_clear_error(tmp_path):
     run = _run(tmp_path, "report:\n  findings: [xlm, metaxlm]\n")
-    with pytest.raises(DataError, match=f"{run / 'config.yaml'}: report section: .* at findings"):
+    with pytest.raises(DataError, match=f"{run / 'config.yaml'}: report section: report\\.findings: "):
         write_report([run])

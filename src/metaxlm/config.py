@@ -398,9 +398,7 @@ class RunConfig(Strict):
         try:
             return ModelConfig.model_validate({**self.model.model_dump(), **override})
         except ValidationError as err:
-            raise ValueError("; ".join(f"variants.{variant}.model.{'.'.join(str(p) for p in e['loc'])}: "
-                                       f"{'unknown key' if e['type'] == 'extra_forbidden' else e['msg']}"
-                                       for e in err.errors())) from None
+            raise ValueError("; ".join(validation_problems(err, f"variants.{variant}.model"))) from None
 
     def seed_for(self, variant: str) -> int:
         """The pretraining seed of `variant`: its own `seed`, else the run's."""
@@ -416,9 +414,7 @@ class RunConfig(Strict):
             merged = TrainConfig.model_validate({**self.train.model_dump(exclude={"batch_size"} if "batch_tokens" in
                                                                          override else set()), **override})
         except ValidationError as err:
-            raise ValueError("; ".join(f"variants.{variant}.train.{'.'.join(str(p) for p in e['loc'])}: "
-                                       f"{'unknown key' if e['type'] == 'extra_forbidden' else e['msg']}"
-                                       for e in err.errors())) from None
+            raise ValueError("; ".join(validation_problems(err, f"variants.{variant}.train"))) from None
         return self.scaled(merged)
 
     @property
@@ -535,13 +531,20 @@ def apply_override(tree: dict[str, Any], override: str) -> None:
     node[parts[-1]] = value
 
 
-def format_errors(err: ValidationError, source: str) -> str:
+def validation_problems(err: ValidationError, prefix: str = "") -> list[str]:
+    """One line per problem pydantic found, "key.sub: what" with the key under `prefix` (e.g. "variants.a.train"):
+    a misspelt key is "unknown key"; a whole-config check's message, which names its keys itself, stands alone.
+    Every config section, objective and model option reports its errors this way."""
     lines = []
     for e in err.errors():
-        key = ".".join(str(p) for p in e["loc"] if not str(p).startswith("function-"))
+        key = ".".join([*([prefix] if prefix else []), *(str(p) for p in e["loc"] if not str(p).startswith("function-"))])
         msg = "unknown key" if e["type"] == "extra_forbidden" else e["msg"].removeprefix("Value error, ")
-        lines.append(f"  {key}: {msg}" if key else f"  {msg}")  # a whole-config check names its keys itself
-    return f"invalid config {source}:\n" + "\n".join(lines)
+        lines.append(f"{key}: {msg}" if key else msg)
+    return lines
+
+
+def format_errors(err: ValidationError, source: str) -> str:
+    return f"invalid config {source}:\n" + "\n".join(f"  {line}" for line in validation_problems(err))
 
 
 def load_config(path: str | Path | None, overrides: list[str] = (), model: type[Strict] = RunConfig) -> Strict:

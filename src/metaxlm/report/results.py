@@ -16,7 +16,7 @@ from pathlib import Path
 import yaml
 from pydantic import ValidationError
 
-from metaxlm.config import ReportConfig, read_yaml
+from metaxlm.config import ReportConfig, read_yaml, validation_problems
 from metaxlm.errors import DataError, MetaXLMError
 from metaxlm.metrics import lowest_aer_layer
 
@@ -205,8 +205,7 @@ def report_config(run: Path) -> ReportConfig:
     try:
         return ReportConfig.model_validate(section or {})
     except ValidationError as err:
-        raise DataError(path, None, f"report section: {err.errors()[0]['msg']} at "
-                                    f"{'.'.join(str(p) for p in err.errors()[0]['loc'])}") from None
+        raise DataError(path, None, f"report section: {'; '.join(validation_problems(err, 'report'))}") from None
 
 
 def collect_results(run_dirs: list[Path]) -> list[ModelResult]:

@@ -53,7 +53,7 @@ from transformers.models.bert.modeling_bert import (
     BertOutput,
 )
 
-from metaxlm.config import Strict
+from metaxlm.config import Strict, validation_problems
 from metaxlm.errors import ConfigError
 from metaxlm.models.arch import ARCHS, ModelArch
 from metaxlm.models.archs.bert import bert_config
@@ -345,9 +345,8 @@ class Veco(ModelArch):
         try:
             return VecoOptions.model_validate(getattr(cfg, "options", None) or {})
         except ValidationError as err:
-            lines = [f"  model.options.{'.'.join(str(p) for p in e['loc'])}: "
-                     f"{'unknown key' if e['type'] == 'extra_forbidden' else e['msg']}" for e in err.errors()]
-            raise ConfigError("invalid model options for model.arch veco:\n" + "\n".join(lines)) from None
+            raise ConfigError("invalid model options for model.arch veco:\n" + "\n".join(
+                f"  {line}" for line in validation_problems(err, "model.options"))) from None
 
     def build(self, cfg, tokenizer, seed: int = 0) -> nn.Module:
         options = self.options(cfg)

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from pydantic import ValidationError
 
+from metaxlm.config import validation_problems
 from metaxlm.errors import ConfigError
 from metaxlm.pretrain.objectives.base import (
     Objective,
@@ -37,9 +38,8 @@ def parse_objectives(spec: dict, where: str = "train.objectives") -> dict[str, O
         try:
             out[name] = cls.Options.model_validate(raw)
         except ValidationError as err:
-            lines = [f"  {where}.{name}.{'.'.join(str(p) for p in e['loc'])}: "
-                     f"{'unknown key' if e['type'] == 'extra_forbidden' else e['msg']}" for e in err.errors()]
-            raise ConfigError("invalid objective options:\n" + "\n".join(lines)) from None
+            raise ConfigError("invalid objective options:\n" + "\n".join(
+                f"  {line}" for line in validation_problems(err, f"{where}.{name}"))) from None
     return out
 
 
