@@ -29,6 +29,8 @@ from metaxlm.languages import check_language
 from metaxlm.registry import load_plugins
 from metaxlm.textpolicy import text_problem
 
+MASK_PROB = 0.15  # BERT's share of tokens chosen for masking: train.mask_prob and every objective that masks
+
 
 class _ConfigLoader(yaml.SafeLoader):
     """yaml.SafeLoader reading exponent notation without a dot or an exponent sign (`5e-4`, `1e4`, `3E5`) as a
@@ -212,7 +214,7 @@ class TrainConfig(Strict):
     precision: Literal["auto", "bf16", "fp16", "fp32"] = "auto"
     # name -> weight, or name -> {weight: w, <the objective's own options>} (see pretrain/objectives/)
     objectives: dict[str, float | dict[str, Any]] = Field(default_factory=lambda: {"mlm": 1.0})
-    mask_prob: float = Field(0.15, gt=0.0, lt=1.0)
+    mask_prob: float = Field(MASK_PROB, gt=0.0, lt=1.0)
     log_every: int = Field(10, ge=1)
     eval_every: int = Field(100, ge=1)
     eval_sequences: int = Field(32, ge=1)        # held-out sequences per language

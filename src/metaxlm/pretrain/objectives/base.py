@@ -33,7 +33,7 @@ from typing import Any
 import torch
 from pydantic import Field
 
-from metaxlm.config import Strict
+from metaxlm.config import MASK_PROB, Strict
 
 
 class ObjectiveOptions(Strict):
@@ -52,7 +52,7 @@ class ObjectiveContext:
     tokenizer: Any
     model_config: Any = None          # the HF config of the model being trained (hidden size for a head, ...)
     model: Any = None                 # the model itself, with its starting weights (a momentum encoder copies it)
-    mask_prob: float = 0.15           # train.mask_prob: the default of objectives that mask
+    mask_prob: float = MASK_PROB      # train.mask_prob: the default of objectives that mask
     pivot: str = "en"                 # data.pivot
     seed: int = 0
     # "meta" (the run's meta-pretrained model), a variant name or an HF model directory → a model directory

@@ -11,6 +11,7 @@ import torch
 import torch.nn.functional as F
 from pydantic import Field
 
+from metaxlm.config import MASK_PROB
 from metaxlm.models.arch import arch_of
 from metaxlm.pretrain.objectives import ObjectiveOptions, Prepared, register
 from metaxlm.pretrain.objectives.base import Objective
@@ -18,7 +19,7 @@ from metaxlm.pretrain.objectives.encoding import encode
 
 
 def mask_tokens(input_ids: torch.Tensor, *, special_ids: torch.Tensor, mask_id: int, ordinary_ids: torch.Tensor,
-                generator: torch.Generator, mask_prob: float = 0.15, replace_prob: float = 0.8,
+                generator: torch.Generator, mask_prob: float = MASK_PROB, replace_prob: float = 0.8,
                 random_prob: float = 0.1) -> tuple[torch.Tensor, torch.Tensor]:
     """Return (masked inputs, labels with -100 where no loss). Special tokens (incl. padding) are never chosen."""
     labels = input_ids.clone()
