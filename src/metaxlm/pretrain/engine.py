@@ -57,6 +57,7 @@ from metaxlm.pretrain.objectives import Objective, ObjectiveContext, build_objec
 from metaxlm.pretrain.objectives.encoding import shared_encodings
 from metaxlm.pretrain.objectives.mlm import MaskedLM, heldout_mlm_loss
 from metaxlm.rundir import VariantDir
+from metaxlm.seeds import derive_seed
 
 
 class NonFiniteLoss(MetaXLMError):
@@ -147,7 +148,7 @@ def new_modules(new: set[str], trainable: set[str]) -> list[str]:
 
 
 def step_generator(seed: int, step: int) -> torch.Generator:
-    return torch.Generator().manual_seed(seed * 1_000_003 + step)
+    return torch.Generator().manual_seed(derive_seed(seed, step))
 
 
 def _gathered_weights(acc, module) -> dict | None:
@@ -345,7 +346,7 @@ def pretrain(*, model, tokenizer, train_data: dict, heldout_data: dict, cfg: Tra
     # -- training loop ---------------------------------------------------------------------------------------------
     for step in range(start + 1, cfg.steps + 1):
         t0 = time.perf_counter()
-        torch.manual_seed(seed * 1_000_003 + step * 1009 + rank)  # dropout: a function of (seed, step, rank)
+        torch.manual_seed(derive_seed(seed, step, rank))  # dropout: a function of (seed, step, rank)
         gen = step_generator(seed, step)
 
         # 1. the global batches, prepared identically on every process

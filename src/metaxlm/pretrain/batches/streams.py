@@ -12,10 +12,11 @@ import numpy as np
 import pyarrow as pa
 
 from metaxlm.errors import DataError
+from metaxlm.seeds import derive_seed, position_weighted_key
 
 
 def _lang_seed(seed: int, key: str) -> int:
-    return seed * 1_000_003 + sum((i + 1) * ord(c) for i, c in enumerate(key))
+    return derive_seed(seed, position_weighted_key(key))
 
 
 # From this many rows on, an epoch order lives in a file mapping, not on the heap (see `permutation`).

@@ -20,6 +20,7 @@ from metaxlm.pretrain.objectives.base import (
     count_targets,
 )
 from metaxlm.registry import Registry
+from metaxlm.seeds import derive_seed
 
 OBJECTIVES: Registry[type[Objective]] = Registry("objective", package="metaxlm.pretrain.objectives")
 register = OBJECTIVES.register
@@ -46,14 +47,13 @@ def parse_objectives(spec: dict, where: str = "train.objectives") -> dict[str, O
 def build_objectives(spec: dict, context: ObjectiveContext, where: str = "train.objectives") -> dict[str, Objective]:
     """Each objective is built under its own seed (from the run's seed and its name), so the initial weights of its
     heads and buffers are a function of the config, and the caller's RNG stream is left untouched."""
-    import zlib
 
     import torch
 
     objectives = {}
     for name, options in parse_objectives(spec, where).items():
         with torch.random.fork_rng(devices=[]):
-            torch.manual_seed(context.seed * 1_000_003 + zlib.crc32(name.encode()))
+            torch.manual_seed(derive_seed(context.seed, name))
             objectives[name] = OBJECTIVES.get(name)(options, context)
     return objectives
 
