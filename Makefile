@@ -7,8 +7,10 @@ STAMP := $(VENV)/.installed
 export HF_HUB_OFFLINE := 1
 export HF_DATASETS_OFFLINE := 1
 export TOKENIZERS_PARALLELISM := false
+# Material's end-of-life notice on every mkdocs build (not a problem of this site).
+export NO_MKDOCS_2_WARNING := 1
 
-.PHONY: setup demo test lint bench soak demo-data large-corpora check-report clean
+.PHONY: setup demo test lint docs bench soak demo-data large-corpora check-report clean
 
 $(STAMP): pyproject.toml constraints.txt Makefile
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
@@ -29,7 +31,12 @@ test: setup
 	$(BIN)/pytest
 
 lint: setup
-	$(BIN)/ruff check src tests bench tools
+	$(BIN)/ruff check src tests bench tools docs
+
+# The documentation site (mkdocs.yml, docs/) into site/; --strict: a broken link or a missing page fails the build.
+# make test builds it too (tests/test_docs.py).
+docs: setup
+	$(BIN)/mkdocs build --strict --site-dir site
 
 # Data-building tools (tools/, not part of the metaxlm package). Packages are downloaded into .cache/registry.
 REGISTRY_CACHE := .cache/registry
@@ -53,7 +60,7 @@ $(BENCH_STAMP): $(STAMP)
 bench: setup $(BENCH_STAMP) $(LARGE_CORPORA)
 	$(BIN)/python bench/run_all.py
 
-# The reliability soak (README "Reliability"): random SIGKILLs, real full disks (tmpfs), fuzzed inputs, corpora
+# The reliability soak (docs/reliability.md): random SIGKILLs, real full disks (tmpfs), fuzzed inputs, corpora
 # larger than a cgroup memory limit, a killed process of two. About 70 minutes; the tmpfs and cgroup parts need root.
 soak: setup
 	$(BIN)/python bench/run_all.py --soak
