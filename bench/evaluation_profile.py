@@ -80,22 +80,25 @@ def instrument(sections: Sections) -> None:
         for method, section in (("encode", "tokenization"), ("score", "scoring"), ("report", "scoring")):
             if method in vars(task):
                 sections.patch(task, method, section)
-    sections.patch(layers, "tokenize_texts", "tokenization")
-    sections.patch(scenarios, "finetune", "fine-tuning steps")
-    sections.patch(trainer, "predict_outputs", "inference (task tests)")
-    sections.patch(translate, "generate_translations", "translation (generation)")
-    sections.patch(retrieval, "retrieval_by_layer", "retrieval (per layer)")
-    sections.patch(recipe, "evaluate_alignment", "word alignment (per layer)")
-    sections.patch(scenarios, "load_model", "model loading")
-    sections.patch(scenarios, "load_finetune_tokenizer", "model loading")
-    sections.patch(layers, "load_encoder", "model loading")
-    sections.patch(benchmarks, "load_examples", "data loading")
-    sections.patch(benchmarks, "load_alignment", "data loading")
-    sections.patch(recipe, "retrieval_pairs", "data loading")
-    sections.patch(recipe, "model_fingerprint", "fingerprints (hashing model files)")
-    for module in (recipe, scenarios):
-        sections.patch(module, "atomic_write_json", "writing results")
-
+    where = [  # (module the evaluation looks the function up in, function, section)
+        (layers, "tokenize_texts", "tokenization"),
+        (scenarios, "finetune", "fine-tuning steps"),
+        (trainer, "predict_outputs", "inference (task tests)"),
+        (translate, "generate_translations", "translation (generation)"),
+        (retrieval, "retrieval_by_layer", "retrieval (per layer)"),
+        (recipe, "evaluate_alignment", "word alignment (per layer)"),
+        (scenarios, "load_model", "model loading"),
+        (scenarios, "load_finetune_tokenizer", "model loading"),
+        (layers, "load_encoder", "model loading"),
+        (benchmarks, "load_examples", "data loading"),
+        (benchmarks, "load_alignment", "data loading"),
+        (recipe, "retrieval_pairs", "data loading"),
+        (recipe, "model_fingerprint", "fingerprints (hashing model files)"),
+        (recipe, "atomic_write_json", "writing results"),
+        (scenarios, "atomic_write_json", "writing results"),
+    ]
+    for module, name, section in where:
+        sections.patch(module, name, section)
 
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
