@@ -157,7 +157,7 @@ def stage_pretrain(cfg: RunConfig, progress: bool = True, clock: RunClock | None
         return {}
     comparison = compare_variants(cfg.output_dir, cfg.variant_order(), pivot=cfg.data.pivot)
     if comparison:
-        print((Path(cfg.output_dir) / "comparison.md").read_text())
+        print(RunDir.of(cfg).comparison_md.read_text())
     return comparison
 
 
@@ -192,7 +192,7 @@ def run(cfg: RunConfig, progress: bool = True) -> None:
             stage_pretrain(cfg, progress=False)
         return
     write_run_info(cfg.output_dir, cfg)
-    clock = RunClock(Path(cfg.output_dir) / "timings.json", cfg.stages)
+    clock = RunClock(RunDir.of(cfg).timings, cfg.stages)
     if "pretrain" in cfg.stages:
         clock.plan_pretraining({name: cfg.train_for(name).steps - _steps_done(cfg, name)
                                 for name in cfg.variant_order()})

@@ -1,7 +1,8 @@
 """Where a run keeps its files: one layout object instead of path helpers scattered over the stages.
 
     <output_dir>/
-      config.yaml, run_info.json       the resolved config and provenance
+      config.yaml, run_info.json       the resolved config and provenance (metaxlm.runinfo)
+      timings.json                     the run clock's measured stage, variant and model times
       vocab/  prepared/  stats.json    shared vocabulary, Arrow data, corpus statistics
       stages/<stage>.json              what vocab/ and prepared/ were made from (reused while unchanged)
       meta/final/                      phase (a): the meta-pretrained English model
@@ -17,6 +18,10 @@ from __future__ import annotations
 import os
 from dataclasses import dataclass
 from pathlib import Path
+
+# metrics.jsonl: the held-out MLM loss of each language is logged as HELDOUT_LOSS + <lang>, their mean as
+# HELDOUT_LOSS + "mean" (written by the engine, read by the report)
+HELDOUT_LOSS = "heldout_loss/"
 
 
 @dataclass(frozen=True)
@@ -62,6 +67,18 @@ class RunDir:
     def of(cls, cfg) -> RunDir:
         """The layout of a RunConfig's output_dir."""
         return cls(Path(cfg.output_dir))
+
+    @property
+    def config(self) -> Path:
+        return self.root / "config.yaml"
+
+    @property
+    def run_info(self) -> Path:
+        return self.root / "run_info.json"
+
+    @property
+    def timings(self) -> Path:
+        return self.root / "timings.json"
 
     def stamp(self, stage: str) -> Path:
         return self.root / "stages" / f"{stage}.json"

@@ -16,6 +16,7 @@ from pydantic import BaseModel
 from metaxlm.compute.precision import cpu_model
 from metaxlm.config import dump_config
 from metaxlm.io import atomic_write_json
+from metaxlm.rundir import RunDir
 
 PACKAGES = ("metaxlm", "torch", "transformers", "tokenizers", "sentencepiece", "datasets", "pyarrow", "numpy")
 
@@ -45,8 +46,8 @@ def git_commit(cwd: Path | None = None) -> dict[str, str | bool | None]:
 def write_run_info(output_dir: str | Path, config: BaseModel, argv: list[str] | None = None) -> None:
     out = Path(output_dir)
     out.mkdir(parents=True, exist_ok=True)
-    dump_config(config, out / "config.yaml")
-    atomic_write_json(out / "run_info.json", {
+    dump_config(config, RunDir(out).config)
+    atomic_write_json(RunDir(out).run_info, {
         "started": datetime.now(UTC).isoformat(timespec="seconds"),
         "argv": list(sys.argv if argv is None else argv),
         "versions": package_versions(),
@@ -58,7 +59,7 @@ def write_run_info(output_dir: str | Path, config: BaseModel, argv: list[str] | 
 
 def finish_run_info(output_dir: str | Path, stage_seconds: dict[str, float]) -> None:
     """Add the wall time (per stage and in all) of the invocation that just finished to run_info.json."""
-    path = Path(output_dir) / "run_info.json"
+    path = RunDir(Path(output_dir)).run_info
     info = json.loads(path.read_text()) if path.exists() else {}
     info["finished"] = datetime.now(UTC).isoformat(timespec="seconds")
     info["stage_seconds"] = {name: round(s, 1) for name, s in stage_seconds.items()}

@@ -56,7 +56,7 @@ from metaxlm.pretrain.checkpoint import latest_checkpoint, load_checkpoint, save
 from metaxlm.pretrain.objectives import Objective, ObjectiveContext, build_objectives
 from metaxlm.pretrain.objectives.encoding import shared_encodings
 from metaxlm.pretrain.objectives.mlm import MaskedLM, heldout_mlm_loss
-from metaxlm.rundir import VariantDir
+from metaxlm.rundir import HELDOUT_LOSS, VariantDir
 from metaxlm.seeds import derive_seed
 
 
@@ -326,14 +326,14 @@ def pretrain(*, model, tokenizer, train_data: dict, heldout_data: dict, cfg: Tra
         record = {"step": step}
         if eval_rows:
             losses = heldout_mlm_loss(hf_model, eval_rows, heldout_mlm, seed=seed + 12345, autocast=acc.autocast)
-            record.update({f"heldout_loss/{k}": v for k, v in losses.items()},
-                          **{"heldout_loss/mean": sum(losses.values()) / len(losses)})
+            record.update({f"{HELDOUT_LOSS}{k}": v for k, v in losses.items()},
+                          **{f"{HELDOUT_LOSS}mean": sum(losses.values()) / len(losses)})
         for name, objective in objectives.items():
             record.update({f"eval/{name}/{k}": v for k, v in objective.evaluate(hf_model, acc.autocast).items()})
         if len(record) > 1:
             log(record)
-        return {k.removeprefix("heldout_loss/"): v for k, v in record.items()
-                if k.startswith("heldout_loss/") and k != "heldout_loss/mean"}
+        return {k.removeprefix(HELDOUT_LOSS): v for k, v in record.items()
+                if k.startswith(HELDOUT_LOSS) and k != f"{HELDOUT_LOSS}mean"}
 
     if start == 0:
         evaluate(0)

@@ -65,6 +65,7 @@ from metaxlm.report.results import (
     final_models,
     number,
 )
+from metaxlm.rundir import RunDir
 
 TITLE = "MetaXLM evaluation report"
 # How the alignment table names where its layer comes from (report/results.py AlignmentResult.chosen_on).
@@ -338,7 +339,7 @@ def _pretraining_sections(run_dirs: list[Path], fig_dir: Path, colors: dict[str,
     colours (a run's own PNGs may predate them, and two runs would each start at the first colour)."""
     sections = []
     for run in run_dirs:
-        if not (run / "comparison.md").exists():
+        if not RunDir(run).comparison_md.exists():
             continue
         title = "Pretraining comparison" + (f" ({run.name})" if len(run_dirs) > 1 else "")
         path = run / "comparison.json"
@@ -379,8 +380,8 @@ def _notes_section(results: list[ModelResult], run_dirs: list[Path]) -> list[Sec
     items = [f"{name}: {note}" + (f" ({', '.join(ordered(models))})" if len(by_note) > 1 else "")
              for name, by_note in notes.items() for note, models in by_note.items()]
     provenance = [f"`{r.path}` (model {r.name}; written {r.modified})" for r in results]
-    provenance += [f"`{run / 'comparison.json'}`" for run in run_dirs if (run / "comparison.json").exists()
-                   and (run / "comparison.md").exists()]
+    provenance += [f"`{RunDir(run).comparison_json}`" for run in run_dirs if RunDir(run).comparison_json.exists()
+                   and RunDir(run).comparison_md.exists()]
     blocks = ([Text("Notes:"), Bullets(items)] if items else []) + [Text("Results files:"), Bullets(provenance)]
     return [Section("Notes and provenance", blocks)]
 
@@ -395,7 +396,7 @@ def write_report(run_dirs: list[Path], out_dir: Path | None = None) -> dict:
     if not runs:
         raise MetaXLMError("report: no run directory given")
     results = collect_results(runs)
-    if not results and not any((run / "comparison.md").exists() for run in runs):
+    if not results and not any(RunDir(run).comparison_md.exists() for run in runs):
         raise MetaXLMError(f"nothing to report: no eval/*/results.json (nor comparison.md) in "
                            f"{', '.join(map(str, runs))}; run `metaxlm evaluate CONFIG` first")
     out = Path(out_dir) if out_dir is not None else runs[0] / "report"

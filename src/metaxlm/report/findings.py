@@ -53,6 +53,7 @@ from metaxlm.io import atomic_write_json, json_safe
 from metaxlm.report.cells import DASH, cell, n_seeds, ordered, percent_scale  # scores shown as in task tables
 from metaxlm.report.document import Bullets, Section, Table, Text
 from metaxlm.report.results import AlignmentResult, ModelResult, number, report_config
+from metaxlm.rundir import RunDir
 
 REPRODUCED, NOT_REPRODUCED, INCONCLUSIVE, NO_DATA, NOT_RUN = (
     "reproduced", "not reproduced", "inconclusive", "no data", "not run")
@@ -418,7 +419,7 @@ def run_roles(run: Path) -> dict[str, str]:
     roles = report_config(run).findings
     unknown = sorted(set(roles) - set(ROLES))
     if unknown:
-        raise DataError(run / "config.yaml", None, f"report.findings: unknown role(s) {', '.join(unknown)} "
+        raise DataError(RunDir(run).config, None, f"report.findings: unknown role(s) {', '.join(unknown)} "
                                                    f"(roles: {', '.join(ROLES)})")
     return roles
 

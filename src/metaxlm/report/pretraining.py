@@ -22,6 +22,7 @@ from pathlib import Path
 from metaxlm.io import atomic_write_json, atomic_write_text
 from metaxlm.report import plots
 from metaxlm.report.colors import run_variant_colors
+from metaxlm.rundir import HELDOUT_LOSS, RunDir
 
 
 def read_curves(variant_dir: Path) -> dict[int, dict[str, float]]:
@@ -31,7 +32,7 @@ def read_curves(variant_dir: Path) -> dict[int, dict[str, float]]:
         return curves
     for line in path.read_text().splitlines():
         rec = json.loads(line)
-        losses = {k.split("/", 1)[1]: v for k, v in rec.items() if k.startswith("heldout_loss/") and k != "heldout_loss/mean"}
+        losses = {k.split("/", 1)[1]: v for k, v in rec.items() if k.startswith(HELDOUT_LOSS) and k != f"{HELDOUT_LOSS}mean"}
         if losses:
             curves[rec["step"]] = losses
     return curves
@@ -106,8 +107,8 @@ def compare_variants(run_dir: str | Path, variants: list[str], pivot: str = "en"
         "curves": {v: {str(s): mean_others(losses) for s, losses in sorted(c.items())} for v, c in curves.items()},
     }
     out["delta_vs_baseline"] = {v: out["mean_non_pivot"][v] - out["mean_non_pivot"][base] for v in final}
-    atomic_write_json(run / "comparison.json", out)
-    atomic_write_text(run / "comparison.md", _markdown(out, langs, pivot))
+    atomic_write_json(RunDir(run).comparison_json, out)
+    atomic_write_text(RunDir(run).comparison_md, _markdown(out, langs, pivot))
     colors = colors or run_variant_colors(run, variants)
     plot_comparison(out, run / CURVES_PNG, run / BY_LANGUAGE_PNG, colors)
     plot_objective_losses(run, list(curves), run / OBJECTIVES_PNG, colors)

@@ -19,6 +19,7 @@ from pydantic import ValidationError
 from metaxlm.config import ReportConfig, read_yaml, validation_problems
 from metaxlm.errors import DataError, MetaXLMError
 from metaxlm.metrics import lowest_aer_layer
+from metaxlm.rundir import RunDir
 
 
 @dataclass
@@ -185,7 +186,7 @@ def _check(data, path: Path) -> None:
 def variant_order(run: Path) -> list[str]:
     """The run config's variant order (xlm, metaxlm, metaxlm_dict), so tables list models as the paper does."""
     try:
-        variants = read_yaml((run / "config.yaml").read_text()).get("variants")
+        variants = read_yaml(RunDir(run).config.read_text()).get("variants")
     except (OSError, yaml.YAMLError, AttributeError):
         return []  # only used for ordering: without a readable config, names sort alphabetically
     return list(variants) if isinstance(variants, dict | list) else []
@@ -194,7 +195,7 @@ def variant_order(run: Path) -> list[str]:
 def report_config(run: Path) -> ReportConfig:
     """The `report:` section of a run's resolved config.yaml (comparison control, findings roles); the defaults
     (no comparison, no findings) when the run has no config (e.g. results written by `metaxlm finetune`)."""
-    path = run / "config.yaml"
+    path = RunDir(run).config
     if not path.exists():
         return ReportConfig()
     try:
