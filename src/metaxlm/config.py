@@ -23,12 +23,16 @@ from metaxlm.alignment_defaults import (
     DEFAULT_N_ITER,
     DEV_FRACTION,
 )
-from metaxlm.data.padding import INFERENCE_BATCH_TOKENS
 from metaxlm.errors import ConfigError
 from metaxlm.languages import check_language
 from metaxlm.registry import load_plugins
 from metaxlm.textpolicy import text_problem
 
+# Padded tokens per inference batch (items x the longest): on the CPUs measured, batches of ~1,000 tokens ran
+# 1.4-1.6x the tokens/s of 128-item batches (bench/evaluation_profile.py; the smaller working set stays in cache),
+# and a budget keeps a batch of long items from growing with them. Larger suits a GPU: evaluate.batch_tokens,
+# hyperparameters.eval_batch_tokens.
+INFERENCE_BATCH_TOKENS = 1024
 MASK_PROB = 0.15  # BERT's share of tokens chosen for masking: train.mask_prob and every objective that masks
 
 

@@ -3,23 +3,13 @@
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import TYPE_CHECKING
 
-if TYPE_CHECKING:  # torch on use: the configs import the inference default below without loading torch
-    import torch
-
-# Padded tokens per inference batch (items x the longest): on the CPUs measured, batches of ~1,000 tokens ran
-# 1.4-1.6x the tokens/s of 128-item batches (bench/evaluation_profile.py; the smaller working set stays in cache),
-# and a budget keeps a batch of long items from growing with them. Larger suits a GPU: evaluate.batch_tokens,
-# hyperparameters.eval_batch_tokens.
-INFERENCE_BATCH_TOKENS = 1024
+import torch
 
 
 def pad_right(rows: Sequence[Sequence[int]], pad_id: int, width: int | None = None) -> tuple[torch.Tensor, torch.Tensor]:
     """(input_ids, attention_mask) of rows padded at the end to `width` (default: the longest row); mask 1 = real
     token."""
-    import torch
-
     width = max(len(row) for row in rows) if width is None else width
     input_ids = torch.full((len(rows), width), pad_id, dtype=torch.long)
     attention_mask = torch.zeros((len(rows), width), dtype=torch.long)

@@ -37,8 +37,9 @@ from metaxlm.alignment_defaults import (  # chosen on dev: see that module
     DEFAULT_MAX_COUNT,
     DEFAULT_N_ITER,
 )
+from metaxlm.config import INFERENCE_BATCH_TOKENS
 from metaxlm.data.examples import DEV_FRACTION, AlignmentSet, dev_test_split
-from metaxlm.data.padding import INFERENCE_BATCH_TOKENS, length_sorted_batches
+from metaxlm.data.padding import length_sorted_batches
 from metaxlm.data.readers import iter_lines
 from metaxlm.errors import ConfigError, DataError, MetaXLMError
 from metaxlm.features.layers import (

@@ -20,7 +20,8 @@ import torch
 from torch import nn
 from tqdm import tqdm
 
-from metaxlm.data.padding import INFERENCE_BATCH_TOKENS, length_sorted_batches, pad_right
+from metaxlm.config import INFERENCE_BATCH_TOKENS
+from metaxlm.data.padding import length_sorted_batches, pad_right
 from metaxlm.errors import ConfigError
 from metaxlm.models.arch import arch_or_none
 from metaxlm.models.pooling import cls_pool, mean_pool

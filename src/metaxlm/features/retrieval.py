@@ -7,7 +7,7 @@ from collections.abc import Sequence
 
 import torch.nn.functional as F
 
-from metaxlm.data.padding import INFERENCE_BATCH_TOKENS
+from metaxlm.config import INFERENCE_BATCH_TOKENS
 from metaxlm.errors import MetaXLMError
 from metaxlm.features.layers import encode_layers
 from metaxlm.metrics import accuracy_at_1

@@ -15,8 +15,7 @@ from typing import Any, Literal
 import yaml
 from pydantic import Field, ValidationError, field_validator, model_validator
 
-from metaxlm.config import Strict, apply_override, format_errors, read_yaml
-from metaxlm.data.padding import INFERENCE_BATCH_TOKENS
+from metaxlm.config import INFERENCE_BATCH_TOKENS, Strict, apply_override, format_errors, read_yaml
 from metaxlm.errors import ConfigError
 from metaxlm.languages import FLORES, check_language
 
