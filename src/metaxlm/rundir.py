@@ -24,6 +24,12 @@ from pathlib import Path
 HELDOUT_LOSS = "heldout_loss/"
 
 
+def heldout_losses(record: dict) -> dict[str, float]:
+    """The per-language held-out losses of one metrics record ({lang: loss}; the mean left out)."""
+    return {k.removeprefix(HELDOUT_LOSS): v for k, v in record.items()
+            if k.startswith(HELDOUT_LOSS) and k != f"{HELDOUT_LOSS}mean"}
+
+
 @dataclass(frozen=True)
 class VariantDir:
     """One pretraining run's directory."""

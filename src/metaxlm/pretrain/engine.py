@@ -56,7 +56,7 @@ from metaxlm.pretrain.checkpoint import latest_checkpoint, load_checkpoint, save
 from metaxlm.pretrain.objectives import Objective, ObjectiveContext, build_objectives
 from metaxlm.pretrain.objectives.encoding import shared_encodings
 from metaxlm.pretrain.objectives.mlm import MaskedLM, heldout_mlm_loss
-from metaxlm.rundir import HELDOUT_LOSS, VariantDir
+from metaxlm.rundir import HELDOUT_LOSS, VariantDir, heldout_losses
 from metaxlm.seeds import derive_seed
 
 
@@ -332,8 +332,7 @@ def pretrain(*, model, tokenizer, train_data: dict, heldout_data: dict, cfg: Tra
             record.update({f"eval/{name}/{k}": v for k, v in objective.evaluate(hf_model, acc.autocast).items()})
         if len(record) > 1:
             log(record)
-        return {k.removeprefix(HELDOUT_LOSS): v for k, v in record.items()
-                if k.startswith(HELDOUT_LOSS) and k != f"{HELDOUT_LOSS}mean"}
+        return heldout_losses(record)
 
     if start == 0:
         evaluate(0)

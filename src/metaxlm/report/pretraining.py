@@ -22,17 +22,17 @@ from pathlib import Path
 from metaxlm.io import atomic_write_json, atomic_write_text
 from metaxlm.report import plots
 from metaxlm.report.colors import run_variant_colors
-from metaxlm.rundir import HELDOUT_LOSS, RunDir
+from metaxlm.rundir import RunDir, VariantDir, heldout_losses
 
 
 def read_curves(variant_dir: Path) -> dict[int, dict[str, float]]:
     curves: dict[int, dict[str, float]] = {}
-    path = variant_dir / "metrics.jsonl"
+    path = VariantDir(variant_dir).metrics
     if not path.exists():
         return curves
     for line in path.read_text().splitlines():
         rec = json.loads(line)
-        losses = {k.split("/", 1)[1]: v for k, v in rec.items() if k.startswith(HELDOUT_LOSS) and k != f"{HELDOUT_LOSS}mean"}
+        losses = heldout_losses(rec)
         if losses:
             curves[rec["step"]] = losses
     return curves
@@ -47,7 +47,7 @@ def objective_curves(variant_dir: Path) -> dict[str, tuple[list[int], list[float
     """{objective: (steps, training losses)} from the `loss/<name>` entries of a variant's metrics.jsonl, and
     {"<objective> <term>": ...} from the loss terms it logs apart at evaluations (`eval/<name>/<term>_mlm`)."""
     curves: dict[str, tuple[list[int], list[float]]] = {}
-    path = variant_dir / "metrics.jsonl"
+    path = VariantDir(variant_dir).metrics
     if not path.exists():
         return curves
     for line in path.read_text().splitlines():
