@@ -267,3 +267,25 @@ def test_runs_of_one_process_may_choose_different_precisions():
     assert choice.precision == "bf16" and second.mixed_precision == "bf16"
     third, _ = training_accelerator("fp32")
     assert third.mixed_precision == "no"
+
+
+def test_every_config_takes_its_precision_names_from_one_place():
+    from typing import get_args
+
+    import pydantic
+
+    from metaxlm.config import AUTOCAST_PRECISIONS, PRECISIONS, PROBE_PRECISIONS, EvalConfig, TrainConfig
+    from metaxlm.features.layers import inference_precision
+
+    assert get_args(TrainConfig.model_fields["precision"].annotation) == PRECISIONS
+    assert get_args(EvalConfig.model_fields["precision"].annotation) == AUTOCAST_PRECISIONS
+    assert get_args(Hyperparameters.model_fields["precision"].annotation) == AUTOCAST_PRECISIONS
+    # fine-tuning autocasts without a loss scaler: fp16 is refused there, accepted for pretraining (GPU: accelerate's)
+    with pytest.raises(pydantic.ValidationError):
+        Hyperparameters(precision="fp16")
+    assert TrainConfig(precision="fp16").precision == "fp16"
+    model = transformers.BertModel(transformers.BertConfig(vocab_size=8, hidden_size=8, num_hidden_layers=1,
+                                                           num_attention_heads=2, intermediate_size=16))
+    assert inference_precision(model, "native") == "native" and "native" in PROBE_PRECISIONS
+    with pytest.raises(P.ConfigError, match="precision must be one of auto, bf16, fp32, native"):
+        inference_precision(model, "fp16")

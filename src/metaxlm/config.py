@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import re
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any, Literal, get_args
 
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
@@ -34,6 +34,16 @@ from metaxlm.textpolicy import text_problem
 # hyperparameters.eval_batch_tokens.
 INFERENCE_BATCH_TOKENS = 1024
 MASK_PROB = 0.15  # BERT's share of tokens chosen for masking: train.mask_prob and every objective that masks
+
+# The precision names (resolved by metaxlm.compute.precision, the one resolver). auto: bf16 only where a measurement
+# shows bf16 matmuls faster (GPU: where supported). Pretraining runs under accelerate, whose fp16 has a loss scaler
+# (GPU only); fine-tuning and inference autocast on their own, without one, so they take no fp16. Probes may also run
+# "native": no autocast, the weights' own dtype (e.g. a bf16 copy of the model).
+Precision = Literal["auto", "bf16", "fp16", "fp32"]
+AutocastPrecision = Literal["auto", "bf16", "fp32"]
+PRECISIONS: tuple[str, ...] = get_args(Precision)
+AUTOCAST_PRECISIONS: tuple[str, ...] = get_args(AutocastPrecision)
+PROBE_PRECISIONS: tuple[str, ...] = (*AUTOCAST_PRECISIONS, "native")
 
 
 class _ConfigLoader(yaml.SafeLoader):
@@ -215,7 +225,7 @@ class TrainConfig(Strict):
     weight_decay: float = Field(0.01, ge=0.0)
     clip: float = Field(1.0, gt=0.0)
     # auto: bf16 only where a start-up measurement shows bf16 matmuls faster (GPU: where supported); fp16: GPU only
-    precision: Literal["auto", "bf16", "fp16", "fp32"] = "auto"
+    precision: Precision = "auto"
     # name -> weight, or name -> {weight: w, <the objective's own options>} (see pretrain/objectives/)
     objectives: dict[str, float | dict[str, Any]] = Field(default_factory=lambda: {"mlm": 1.0})
     mask_prob: float = Field(MASK_PROB, gt=0.0, lt=1.0)
@@ -334,7 +344,7 @@ class EvalConfig(Strict):
     batch_size: int = Field(64, ge=1)    # inference batch for the feature-based probes: at most this many texts
     batch_tokens: int | None = Field(INFERENCE_BATCH_TOKENS, ge=1)  # and this many padded tokens (None: no limit)
     # fine-tuning and the probes (a task's own hyperparameters.precision wins); auto as train.precision
-    precision: Literal["auto", "bf16", "fp32"] = "auto"
+    precision: AutocastPrecision = "auto"
     # Intermediate pretraining checkpoints to evaluate as well (scores against steps, with the transfer gap).
     checkpoints: bool = False
     checkpoint_tasks: list[str] | None = None  # which tasks at intermediate checkpoints (default: all)

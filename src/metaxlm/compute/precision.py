@@ -36,10 +36,9 @@ from typing import Literal
 
 import torch
 
+from metaxlm.config import PRECISIONS
 from metaxlm.errors import ConfigError
 
-Precision = Literal["auto", "bf16", "fp16", "fp32"]
-PRECISIONS: tuple[str, ...] = ("auto", "bf16", "fp16", "fp32")
 BF16_MIN_SPEEDUP = 1.2  # bf16 matmuls must beat fp32 by this factor for `auto` to pick bf16 on a CPU
 MEASURE_TOKENS = 1024   # rows of the measured matmuls: enough for full-speed kernels, cheap to run
 MEASURE_BUDGET_S = 0.2  # time spent timing (after one warm-up round); at least MIN_ROUNDS rounds
@@ -283,10 +282,26 @@ def resolve_precision(requested: str = "auto", device: torch.device | str | None
     return choice
 
 
-def training_accelerator(requested: str = "auto", *, shapes: Sequence[Shape] | None = None, **accelerator_kwargs):
+def compute_device() -> torch.device:
+    """The device every loop runs on: the GPU when there is one, else the CPU."""
+    return torch.device("cuda" if torch.cuda.is_available() else "cpu")
+
+
+def precision_for(model, requested: str = "auto", *, tokens: int, device: torch.device | str | None = None,
+                  announce: bool = True) -> PrecisionChoice:
+    """The one resolver every loop calls (pretraining, fine-tuning, inference, probes): `requested` for `model` on
+    `device` (default: the model's), `auto` decided for the model's matmul shapes at `tokens` rows per batch."""
+    if device is None:
+        device = next(model.parameters()).device
+    return resolve_precision(requested, device, shapes=model_matmul_shapes(model, tokens), announce=announce)
+
+
+def training_accelerator(requested: str = "auto", *, model=None, tokens: int = MEASURE_TOKENS,
+                         shapes: Sequence[Shape] | None = None, **accelerator_kwargs):
     """(accelerate.Accelerator, PrecisionChoice) for a training run: the process group is initialized first
     (accelerate's PartialState), so that `auto` is decided once on rank 0 and every process gets the same
-    precision; then the Accelerator is built with it (autocast through `acc.autocast()`)."""
+    precision (`precision_for` of `model` at `tokens` rows, or explicit `shapes`); then the Accelerator is built
+    with it (autocast through `acc.autocast()`)."""
     from accelerate import Accelerator, PartialState
     from accelerate.state import AcceleratorState
 
@@ -295,7 +310,10 @@ def training_accelerator(requested: str = "auto", *, shapes: Sequence[Shape] | N
     cpu = not torch.cuda.is_available()
     _check(requested, "cpu" if cpu else "cuda")  # before any process-group set-up
     state = PartialState(cpu=cpu, **process_group_kwargs())  # several processes: METAXLM_COLLECTIVE_TIMEOUT
-    choice = resolve_precision(requested, state.device, shapes=shapes, announce=state.is_main_process)
+    if model is not None:
+        choice = precision_for(model, requested, tokens=tokens, device=state.device, announce=state.is_main_process)
+    else:
+        choice = resolve_precision(requested, state.device, shapes=shapes, announce=state.is_main_process)
     # accelerate keeps one AcceleratorState per process and refuses a second precision; an earlier run of this
     # process (another variant, whose `auto` chose otherwise for its shapes) may have set one: start it anew
     if AcceleratorState._shared_state.get("_mixed_precision") not in (None, choice.mixed_precision):

@@ -20,13 +20,13 @@ import torch
 from torch import nn
 from tqdm import tqdm
 
-from metaxlm.config import INFERENCE_BATCH_TOKENS
+from metaxlm.compute.precision import precision_for
+from metaxlm.config import INFERENCE_BATCH_TOKENS, PROBE_PRECISIONS
 from metaxlm.data.padding import length_sorted_batches, pad_right
 from metaxlm.errors import ConfigError
 from metaxlm.models.arch import arch_or_none
 from metaxlm.models.pooling import cls_pool, mean_pool
 
-PRECISIONS = ("auto", "bf16", "fp32", "native")  # native: no autocast, the weights' own dtype (e.g. a bf16 copy)
 POOLINGS = ("mean", "cls")
 
 
@@ -72,14 +72,11 @@ def truncated_encoder(model, n_layers: int) -> nn.Module:
 def inference_precision(model, precision: str = "auto", batch_tokens: int = 2048) -> str:
     """The concrete precision ("bf16", "fp32" or "native") for `precision`; "auto" is decided by
     metaxlm.compute.precision for the model's matmul shapes on its device (measured once per process)."""
-    if precision not in PRECISIONS:
-        raise ConfigError(f"precision must be one of {PRECISIONS}, got {precision!r}")
-    if precision != "auto":
+    if precision not in PROBE_PRECISIONS:
+        raise ConfigError(f"precision must be one of {', '.join(PROBE_PRECISIONS)}; got {precision!r}")
+    if precision == "native":
         return precision
-    from metaxlm.compute.precision import model_matmul_shapes, resolve_precision
-
-    device = next(model.parameters()).device
-    return resolve_precision("auto", device, shapes=model_matmul_shapes(model, batch_tokens)).precision
+    return precision_for(model, precision, tokens=batch_tokens).precision
 
 
 @contextmanager

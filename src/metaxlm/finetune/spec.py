@@ -15,7 +15,14 @@ from typing import Any, Literal
 import yaml
 from pydantic import Field, ValidationError, field_validator, model_validator
 
-from metaxlm.config import INFERENCE_BATCH_TOKENS, Strict, apply_override, format_errors, read_yaml
+from metaxlm.config import (
+    INFERENCE_BATCH_TOKENS,
+    AutocastPrecision,
+    Strict,
+    apply_override,
+    format_errors,
+    read_yaml,
+)
 from metaxlm.errors import ConfigError
 from metaxlm.languages import FLORES, check_language
 
@@ -48,7 +55,7 @@ class Hyperparameters(Strict):
     eval_batch_size: int = Field(64, ge=1)
     eval_batch_tokens: int | None = Field(INFERENCE_BATCH_TOKENS, ge=1)
     # auto: bf16 autocast only where bf16 matmuls are faster (metaxlm.compute.precision); default: evaluate.precision
-    precision: Literal["auto", "bf16", "fp32"] = "auto"
+    precision: AutocastPrecision = "auto"
     # extractive QA (SQuAD-style features)
     doc_stride: int = Field(128, ge=1)
     max_query_len: int = Field(64, ge=1)

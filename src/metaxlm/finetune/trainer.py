@@ -27,7 +27,7 @@ from tqdm import tqdm
 
 from metaxlm.compute.fastpath import training_fast_path
 from metaxlm.compute.optim import adamw
-from metaxlm.compute.precision import PrecisionChoice, model_matmul_shapes, resolve_precision
+from metaxlm.compute.precision import PrecisionChoice, compute_device, precision_for
 from metaxlm.data.padding import length_sorted_batches
 from metaxlm.errors import MetaXLMError
 from metaxlm.finetune.spec import Hyperparameters
@@ -44,10 +44,6 @@ def set_seed(seed: int) -> None:
     torch.manual_seed(seed)
 
 
-def _device() -> torch.device:
-    return torch.device("cuda" if torch.cuda.is_available() else "cpu")
-
-
 def set_dropout(model, p: float) -> None:
     """Every dropout of `model` at rate `p` (HF modules read their rate at call time, attention's included), and
     its config (and an encoder-decoder's two sub-configs) saying so, so a saved model records it."""
@@ -62,9 +58,8 @@ def set_dropout(model, p: float) -> None:
 
 
 def resolved_precision(model, hp: Hyperparameters, device: torch.device, batch_size: int) -> PrecisionChoice:
-    """hp.precision on `device`, "auto" decided for this model's matmuls at this batch size (once per process)."""
-    tokens = batch_size * hp.max_seq_len
-    return resolve_precision(hp.precision, device, shapes=model_matmul_shapes(model, tokens))
+    """hp.precision on `device` (metaxlm.compute.precision.precision_for) for batches of `batch_size` features."""
+    return precision_for(model, hp.precision, tokens=batch_size * hp.max_seq_len, device=device)
 
 
 def encode_items(task: Task, items: Sequence, *, train: bool) -> tuple[list[Feature], list[list[int]]]:
@@ -150,7 +145,7 @@ def finetune(model, task: Task, train_items: Sequence, hp: Hyperparameters, *, s
 
     set_seed(seed)
     rng = random.Random(seed)
-    device = _device()
+    device = compute_device()
     features, units = encode_items(task, train_items, train=True)
     if not units:
         raise MetaXLMError("fine-tuning: the training data gave no features")
@@ -210,7 +205,7 @@ def finetune(model, task: Task, train_items: Sequence, hp: Hyperparameters, *, s
 def predict_outputs(model, task: Task, features: list[Feature], hp: Hyperparameters, *,
                     progress: bool = False, desc: str = "predict") -> list[tuple[np.ndarray, ...]]:
     """The model's outputs (`task.output_keys`, float32) per feature, cut to the feature's length for token outputs."""
-    device = _device()
+    device = compute_device()
     model.to(device).eval()
     pad_id = task.tokenizer.pad_token_id if task.tokenizer.pad_token_id is not None else 0
     precision = resolved_precision(model, hp, device, hp.eval_batch_size)

@@ -39,7 +39,7 @@ from tqdm import tqdm
 
 from metaxlm.compute.fastpath import reuse_freed_memory, training_fast_path
 from metaxlm.compute.optim import adamw, linear_schedule
-from metaxlm.compute.precision import model_matmul_shapes, training_accelerator
+from metaxlm.compute.precision import training_accelerator
 from metaxlm.config import TrainConfig
 from metaxlm.errors import MetaXLMError
 from metaxlm.io import (
@@ -258,7 +258,7 @@ def pretrain(*, model, tokenizer, train_data: dict, heldout_data: dict, cfg: Tra
 
     may_go_unused = bool(arch_of(model).own_parameters(model))
     acc, precision = training_accelerator(
-        cfg.precision, shapes=model_matmul_shapes(model, tokens=min(cfg.batch_size, 16) * cfg.seq_len),
+        cfg.precision, model=model, tokens=min(cfg.batch_size, 16) * cfg.seq_len,
         kwargs_handlers=[DistributedDataParallelKwargs(broadcast_buffers=False, find_unused_parameters=may_go_unused)])
     if acc.device.type == "cpu":
         reuse_freed_memory()

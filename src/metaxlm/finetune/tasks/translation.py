@@ -17,6 +17,7 @@ from typing import Any
 import torch
 import torch.nn.functional as F
 
+from metaxlm.compute.precision import compute_device, precision_for
 from metaxlm.data.examples import TranslationExample
 from metaxlm.data.padding import pad_right
 from metaxlm.finetune.spec import Hyperparameters
@@ -95,12 +96,11 @@ class TranslationTask(Task):
     # -- testing ---------------------------------------------------------------------------------------------------
     def predict(self, model, examples: Sequence[TranslationExample], hp: Hyperparameters, *, progress: bool = False,
                 desc: str = "translate") -> list[str]:
-        from metaxlm.finetune.trainer import _device, resolved_precision
         from metaxlm.finetune.translate import generate_translations
 
-        device = _device()
+        device = compute_device()
         model.to(device)
-        precision = resolved_precision(model, hp, device, hp.eval_batch_size)
+        precision = precision_for(model, hp.precision, tokens=hp.eval_batch_size * hp.max_seq_len, device=device)
         return generate_translations(model, self.tokenizer, [ex.source for ex in examples], num_beams=hp.num_beams,
                                      length_penalty=hp.length_penalty, no_repeat_ngram_size=hp.no_repeat_ngram_size,
                                      max_new_tokens=hp.max_new_tokens,
