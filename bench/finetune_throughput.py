@@ -116,7 +116,7 @@ def train_with_trainer(model, task, features, hp, bf16: bool, args) -> tuple[int
         TrainingArguments,
     )
 
-    from metaxlm.finetune.tasks.base import MODEL_INPUTS
+    from metaxlm.finetune.inference import MODEL_INPUTS
 
     keep = (*MODEL_INPUTS, *task.target_keys)
     rows = [{k: f[k] for k in keep if k in f} for f in features]

@@ -98,8 +98,8 @@ def main() -> None:
 
     from metaxlm.compute.precision import cpu_model
     from metaxlm.data.readers import read_parallel
-    from metaxlm.finetune.models import load_finetune_tokenizer
-    from metaxlm.finetune.translate import generate_translations, load_seq2seq, special_token
+    from metaxlm.finetune.models import load_finetune_tokenizer, load_seq2seq, special_token
+    from metaxlm.finetune.translate import generate_translations
     from metaxlm.io import atomic_write_json
 
     torch.set_num_threads(args.threads)

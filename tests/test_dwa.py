@@ -16,11 +16,12 @@ from safetensors.torch import load_file
 
 from metaxlm.alignment import OTAlignment, kernel_similarity, ot_links
 from metaxlm.config import ModelConfig, load_config
+from metaxlm.data.padding import IGNORE
 from metaxlm.errors import ConfigError
 from metaxlm.models import build_mlm
 from metaxlm.pretrain.batches import Batch
 from metaxlm.pretrain.objectives import ObjectiveContext, build_objectives
-from metaxlm.pretrain.objectives.dwa import IGNORE, default_label_layer
+from metaxlm.pretrain.objectives.dwa import default_label_layer
 from metaxlm.pretrain.recipe import run_pretrain
 from metaxlm.vocab import load_tokenizer
 

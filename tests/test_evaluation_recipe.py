@@ -16,6 +16,7 @@ from metaxlm.evaluation import recipe
 from metaxlm.evaluation.recipe import planned_evaluation
 from metaxlm.metrics import lowest_aer_layer
 from metaxlm.pipeline import run
+from metaxlm.pretrain.recipe import export_for_evaluation
 from metaxlm.vocab import load_tokenizer
 
 WORDS = "the house is small and the cat sleeps on the red chair near an open window".split()
@@ -83,6 +84,7 @@ def tiny_run(tokenizer_dir, tmp_path) -> Path:
         },
     }
     (tmp_path / "cfg.yaml").write_text(yaml.safe_dump(cfg))
+    export_for_evaluation(load_config(tmp_path / "cfg.yaml"), "xlm", progress=False)  # as the pretrain stage does
     return tmp_path / "cfg.yaml"
 
 
@@ -134,6 +136,7 @@ def test_checkpoints_of_the_named_variants_only(tiny_run, tokenizer_dir):
     save_tiny_mlm(tokenizer_dir, Path(run_dir) / "pretrain" / "other" / "final", seed=3)
     save_tiny_mlm(tokenizer_dir, Path(run_dir) / "pretrain" / "other" / "ckpt" / "step_00000002", seed=5)
     both = ["variants={xlm: {}, other: {}}"]
+    export_for_evaluation(load_config(tiny_run, both), "other", progress=False)
     names = [m.name for m in recipe.models_to_evaluate(load_config(tiny_run, both))]
     assert names == ["xlm@step2", "xlm", "other@step2", "other"]
     only = load_config(tiny_run, [*both, "evaluate.checkpoint_variants=[other]"])
@@ -231,6 +234,9 @@ def test_a_variants_start_model_in_the_runs_vocabulary(tiny_run, tokenizer_dir, 
     cfg = load_config(tiny_run, [f"variants={{xlm: {{}}, cont: {{start_from: {tmp_path / 'source'}}}}}",
                                  "evaluate.variants=[]", "evaluate.models.start=start_of:cont",
                                  "evaluate.tasks={}", "evaluate.alignment={}"])
+    with pytest.raises(MetaXLMError, match="no start model of cont .* the pretrain stage exports it"):
+        recipe.models_to_evaluate(cfg)  # evaluation only reads: the pretrain stage writes it
+    export_for_evaluation(cfg, "cont", progress=False)
     (model,) = recipe.models_to_evaluate(cfg)
     assert model.name == "start" and model.model_dir == Path(cfg.output_dir) / "pretrain" / "cont" / "start_model"
     from safetensors.torch import load_file
@@ -239,9 +245,23 @@ def test_a_variants_start_model_in_the_runs_vocabulary(tiny_run, tokenizer_dir, 
     assert all(torch.equal(saved[k], v) for k, v in source.items() if k in saved)
     assert (model.model_dir / "tokenizer.json").read_bytes() == (Path(cfg.output_dir) / "vocab" / "tokenizer.json").read_bytes()
     stamp = (model.model_dir / "start_of.json").stat().st_mtime_ns
+    export_for_evaluation(cfg, "cont", progress=False)
     recipe.models_to_evaluate(cfg)
     assert (model.model_dir / "start_of.json").stat().st_mtime_ns == stamp  # reused, not rewritten
     (result,) = recipe.evaluate_run(cfg, progress=False)
     assert result["model_name"] == "start" and "retrieval" in result
     with pytest.raises(ConfigError, match="start_of:xlm: no variant 'xlm' with start_from"):
         recipe.models_to_evaluate(load_config(tiny_run, ["evaluate.models.start=start_of:xlm"]))
+
+
+def test_checkpoints_are_evaluated_from_what_pretraining_exported(tiny_run):
+    """Evaluation reads the checkpoints pretraining listed in exports.json, and without that list says which stage
+    writes it instead of writing into the pretraining directory itself."""
+    cfg = load_config(tiny_run)
+    exports = Path(cfg.output_dir) / "pretrain" / "xlm" / "exports.json"
+    assert json.loads(exports.read_text()) == {"checkpoints": {"2": {"model": "pretrain/xlm/ckpt/step_00000002",
+                                                                     "tokenizer": "vocab"}}}
+    exports.unlink()
+    with pytest.raises(MetaXLMError, match=r"exports\.json, which the pretrain stage writes"):
+        recipe.models_to_evaluate(cfg)
+    assert [m.name for m in recipe.models_to_evaluate(load_config(tiny_run, ["evaluate.checkpoints=false"]))] == ["xlm"]

@@ -12,15 +12,16 @@ import transformers
 from conftest import WORDS
 
 from metaxlm.data.examples import ClassificationExample, QAExample, SpanExample, TaggingExample
+from metaxlm.data.padding import IGNORE
 from metaxlm.errors import ConfigError, MetaXLMError
+from metaxlm.finetune.inference import predict_outputs
 from metaxlm.finetune.models import load_model
 from metaxlm.finetune.scenarios import code_switched_items, run_task, split_by_document, summarize
 from metaxlm.finetune.spec import TASK_CONFIG_DIR, Hyperparameters, TaskSpec, load_task_spec
 from metaxlm.finetune.tasks import get_task
 from metaxlm.finetune.tasks.qa import best_span
 from metaxlm.finetune.tasks.spans import bio_roundtrip_f1, bio_to_spans, spans_to_bio, token_offsets
-from metaxlm.finetune.tasks.tagging import IGNORE
-from metaxlm.finetune.trainer import encode_items, finetune, length_grouped_batches, predict, predict_outputs
+from metaxlm.finetune.trainer import encode_items, finetune, length_grouped_batches, predict
 
 pytestmark = pytest.mark.usefixtures("one_thread")  # tests/conftest.py
 

@@ -116,8 +116,11 @@ def test_final_model_keeps_the_starts_full_vocabulary(start_dir, tmp_path):
 
     # an intermediate checkpoint (compact) is evaluated as final/ would hold it
     from metaxlm.evaluation.recipe import models_to_evaluate
+    from metaxlm.pretrain.recipe import export_for_evaluation
 
-    (step1, last) = models_to_evaluate(load_config(tmp_path / "cfg.yaml", ["evaluate.checkpoints=true"]))
+    with_checkpoints = load_config(tmp_path / "cfg.yaml", ["evaluate.checkpoints=true"])
+    export_for_evaluation(with_checkpoints, "cont", progress=False)  # the pretrain stage's export
+    (step1, last) = models_to_evaluate(with_checkpoints)
     assert (step1.name, step1.step, last.name, last.model_dir) == ("cont@step1", 1, "cont", out / "final")
     assert step1.model_dir == step1.tokenizer_dir == out / "ckpt" / "step_00000001" / "full_vocabulary"
     at_step1 = AutoModelForMaskedLM.from_pretrained(step1.model_dir)

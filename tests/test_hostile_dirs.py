@@ -19,10 +19,9 @@ from metaxlm.cli import main
 from metaxlm.data.examples import TaggingExample
 from metaxlm.errors import DataError, MetaXLMError
 from metaxlm.features.layers import load_encoder
-from metaxlm.finetune.models import load_model
+from metaxlm.finetune.models import load_model, load_seq2seq
 from metaxlm.finetune.spec import Hyperparameters
 from metaxlm.finetune.tasks import get_task
-from metaxlm.finetune.translate import load_seq2seq
 from metaxlm.models import loading
 from metaxlm.models.english import import_english_encoder
 from metaxlm.models.loading import load_model_config, load_pretrained

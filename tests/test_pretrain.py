@@ -189,6 +189,7 @@ def test_non_finite_loss_stops_with_clear_message(run_template, tmp_path, monkey
 def test_pipeline_compares_xlm_and_metaxlm(run_template, tmp_path):
     """Phase (a) English MLM -> phase (b) init modes -> one comparison with curves and plots."""
     from metaxlm.pipeline import stage_pretrain
+    from metaxlm.report.pretraining import compare_variants
 
     (tmp_path / "en-de.txt").write_text("cat\tKatze\nhouse\tHaus\nsmall\tklein\n")
     path = make_config(run_template, tmp_path, steps=30, eval_every=10, save_every=30, lr=3e-3)
@@ -198,6 +199,8 @@ def test_pipeline_compares_xlm_and_metaxlm(run_template, tmp_path):
     comparison = stage_pretrain(cfg, progress=False)
     run = tmp_path / "run"
     assert set(comparison["final"]) == {"xlm", "metaxlm", "metaxlm_dict"}
+    assert not (run / "comparison.md").exists()  # shown by the pretrain stage, written by the report stage's
+    assert compare_variants(run, cfg.variant_order(), pivot=cfg.data.pivot) == comparison
     assert (run / "heldout_curves.png").stat().st_size > 10_000 and (run / "heldout_by_language.png").exists()
     assert "| **mean without en** |" in (run / "comparison.md").read_text()
     cov = json.loads((run / "pretrain" / "metaxlm_dict" / "coverage.json").read_text())

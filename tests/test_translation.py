@@ -16,12 +16,12 @@ from metaxlm.cli import main
 from metaxlm.data.benchmarks import load_examples
 from metaxlm.data.examples import TranslationExample
 from metaxlm.errors import DataError, MetaXLMError
-from metaxlm.finetune.models import load_model
+from metaxlm.finetune.models import load_model, load_seq2seq
 from metaxlm.finetune.scenarios import run_task
 from metaxlm.finetune.spec import Hyperparameters, TaskSpec, load_task_spec
 from metaxlm.finetune.tasks import get_task
 from metaxlm.finetune.trainer import finetune, predict, set_seed
-from metaxlm.finetune.translate import corpus_scores, generate_translations, load_seq2seq
+from metaxlm.finetune.translate import corpus_scores, generate_translations
 
 PAIRS = [("the house is small", "das Haus ist klein"),
          ("the cat sleeps", "die Katze schläft"),

@@ -10,10 +10,11 @@ import transformers
 from conftest import WORDS
 
 from metaxlm.data.examples import ClassificationExample
+from metaxlm.finetune.inference import predict_outputs
 from metaxlm.finetune.models import load_model
 from metaxlm.finetune.spec import Hyperparameters
 from metaxlm.finetune.tasks import get_task
-from metaxlm.finetune.trainer import finetune, predict_outputs
+from metaxlm.finetune.trainer import finetune
 from metaxlm.finetune.used_rows import UsedRows, compactable
 
 pytestmark = pytest.mark.usefixtures("one_thread")  # tests/conftest.py

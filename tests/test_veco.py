@@ -12,8 +12,15 @@ from safetensors.torch import load_file
 from metaxlm.config import ModelConfig, load_config
 from metaxlm.errors import ConfigError
 from metaxlm.models import build_mlm
-from metaxlm.models.archs.veco import VecoForMaskedLM, is_veco, load_veco, veco_from_encoder
-from metaxlm.models.veco_export import assemble_seq2seq, export_encoder, save_seq2seq, to_bert_mlm
+from metaxlm.models.archs.veco import (
+    VecoForMaskedLM,
+    export_encoder,
+    is_veco,
+    load_veco,
+    to_bert_mlm,
+    veco_from_encoder,
+)
+from metaxlm.models.veco_export import assemble_seq2seq, save_seq2seq
 from metaxlm.pretrain.batches import Batch, SegmentsSource, load_prepared
 from metaxlm.pretrain.objectives import ObjectiveContext, build_objectives
 from metaxlm.pretrain.objectives.encoding import shared_encodings

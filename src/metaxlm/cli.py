@@ -33,7 +33,7 @@ def cmd_run(args) -> None:
 
 
 def cmd_pretrain(args) -> None:
-    from metaxlm.pretrain.recipe import check_pretraining_config, run_pretrain
+    from metaxlm.pretrain.recipe import check_pretraining_config, export_for_evaluation, run_pretrain
     from metaxlm.rundir import RunDir
     from metaxlm.runinfo import write_run_info
 
@@ -45,6 +45,7 @@ def cmd_pretrain(args) -> None:
     result = run_pretrain(cfg, variant, resume=args.resume, resume_from=args.resume_from,
                           progress=not args.no_progress)
     if is_main():
+        export_for_evaluation(cfg, variant, progress=not args.no_progress)  # what `metaxlm evaluate` reads
         print(f"pretrained {variant}: {result.final_dir} (loads with AutoModelForMaskedLM.from_pretrained)")
 
 

@@ -44,6 +44,7 @@ AutocastPrecision = Literal["auto", "bf16", "fp32"]
 PRECISIONS: tuple[str, ...] = get_args(Precision)
 AUTOCAST_PRECISIONS: tuple[str, ...] = get_args(AutocastPrecision)
 PROBE_PRECISIONS: tuple[str, ...] = (*AUTOCAST_PRECISIONS, "native")
+START_OF = "start_of:"  # evaluate.models: {start: "start_of:<variant>"}, a start_from variant's start model
 
 
 class _ConfigLoader(yaml.SafeLoader):
@@ -415,6 +416,17 @@ class RunConfig(Strict):
             return ModelConfig.model_validate({**self.model.model_dump(), **override})
         except ValidationError as err:
             raise ValueError("; ".join(validation_problems(err, f"variants.{variant}.model"))) from None
+
+    def start_models_evaluated(self) -> list[str]:
+        """The variants whose start model `evaluate.models` names (`start_of:<variant>`): the pretrain stage exports
+        them, evaluation reads them."""
+        return [ref.removeprefix(START_OF) for ref in self.evaluate.models.values() if ref.startswith(START_OF)]
+
+    def checkpoints_evaluated(self, variant: str) -> bool:
+        """Whether a variant's intermediate checkpoints are evaluated (`evaluate.checkpoints`, `checkpoint_variants`):
+        the pretrain stage then exports each one's encoder."""
+        ecfg = self.evaluate
+        return ecfg.checkpoints and (ecfg.checkpoint_variants is None or variant in ecfg.checkpoint_variants)
 
     def seed_for(self, variant: str) -> int:
         """The pretraining seed of `variant`: its own `seed`, else the run's."""

@@ -137,8 +137,8 @@ def _steps_done(cfg: RunConfig, name: str) -> int:
 
 def stage_pretrain(cfg: RunConfig, progress: bool = True, clock: RunClock | None = None) -> dict:
     """Every variant at the same budget; a finished variant is kept, an interrupted one resumes."""
-    from metaxlm.pretrain.recipe import run_pretrain
-    from metaxlm.report.pretraining import compare_variants
+    from metaxlm.pretrain.recipe import export_for_evaluation, run_pretrain
+    from metaxlm.report.pretraining import comparison_markdown, pretraining_comparison
 
     order = cfg.variant_order()  # a variant that starts from another runs after it
     done = {name: _steps_done(cfg, name) for name in order}
@@ -153,11 +153,13 @@ def stage_pretrain(cfg: RunConfig, progress: bool = True, clock: RunClock | None
             run_pretrain(cfg, name, resume=done[name] > 0, progress=progress)
         if clock is not None:
             clock.done_variant(name, steps - done[name], time.perf_counter() - start)
-    if not is_main():  # several processes: every one trains, rank 0 writes the comparison
+    if not is_main():  # several processes: every one trains, rank 0 writes the exports, shows the comparison
         return {}
-    comparison = compare_variants(cfg.output_dir, cfg.variant_order(), pivot=cfg.data.pivot)
-    if comparison:
-        print(RunDir.of(cfg).comparison_md.read_text())
+    for name in order:  # what evaluation reads: also for variants trained before, or evaluated differently now
+        export_for_evaluation(cfg, name, progress=progress)
+    comparison = pretraining_comparison(cfg.output_dir, cfg.variant_order(), pivot=cfg.data.pivot)
+    if comparison:  # shown here, written (comparison.md, figures) by the report stage
+        print(comparison_markdown(comparison))
     return comparison
 
 
@@ -169,7 +171,9 @@ def stage_evaluate(cfg: RunConfig, progress: bool = True, clock: RunClock | None
 
 def stage_report(cfg: RunConfig, progress: bool = True) -> dict:
     from metaxlm.report.evaluation import write_report
+    from metaxlm.report.pretraining import compare_variants
 
+    compare_variants(cfg.output_dir, cfg.variant_order(), pivot=cfg.data.pivot)  # comparison.md and its figures
     written = write_report([Path(cfg.output_dir)])
     print(f"report: {written['html']} (and {written['markdown']})")
     return written

@@ -7,7 +7,7 @@
       stages/<stage>.json              what vocab/ and prepared/ were made from (reused while unchanged)
       meta/final/                      phase (a): the meta-pretrained English model
       pretrain/<variant>/              one pretraining run: ckpt/, metrics.jsonl, tb/, final/, summary.json,
-                                       init.json, coverage.json
+                                       init.json, coverage.json; for evaluation: start_model/, exports.json
       comparison.md / .json            held-out MLM loss of the variants side by side
       eval/                            evaluation results (results.json, parts/, finetune/)
       report/                          report.md, report.html, figures/
@@ -63,6 +63,17 @@ class VariantDir:
     @property
     def coverage(self) -> Path:
         return self.root / "coverage.json"
+
+    @property
+    def start_model(self) -> Path:
+        """A `start_from` variant's start model as evaluation reads it (`start_of:<variant>`)."""
+        return self.root / "start_model"
+
+    @property
+    def exports(self) -> Path:
+        """What pretraining exported for evaluation (metaxlm.pretrain.recipe.export_for_evaluation): the directories
+        of each evaluated intermediate checkpoint's model and tokenizer. Evaluation reads only what it lists."""
+        return self.root / "exports.json"
 
 
 @dataclass(frozen=True)

@@ -6,6 +6,8 @@ from collections.abc import Sequence
 
 import torch
 
+IGNORE = -100  # the label of a position no loss counts (torch's cross_entropy ignore_index): padding, unmasked tokens
+
 
 def pad_right(rows: Sequence[Sequence[int]], pad_id: int, width: int | None = None) -> tuple[torch.Tensor, torch.Tensor]:
     """(input_ids, attention_mask) of rows padded at the end to `width` (default: the longest row); mask 1 = real

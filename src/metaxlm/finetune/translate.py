@@ -26,38 +26,13 @@ from tqdm import tqdm
 
 from metaxlm.data.padding import pad_right
 from metaxlm.errors import DataError, MetaXLMError
+from metaxlm.finetune.models import load_finetune_tokenizer, load_seq2seq, special_token
 
-EXPORT_HINT = "export a metaxlm/VECO encoder as an encoder-decoder first: `metaxlm veco export --nlg`"
 # sacreBLEU picks ja-mecab / ko-mecab for these, which need packages metaxlm does not install: characters instead
 BLEU_TOKENIZE = {"zh": "zh", "ja": "char", "ko": "char"}
 
 
 # -- the model -----------------------------------------------------------------------------------------------------
-
-def load_seq2seq(model_dir: str | Path):
-    """The model in `model_dir` as AutoModelForSeq2SeqLM, in eval mode; a clear error when it is not one."""
-    from transformers import AutoModelForSeq2SeqLM
-
-    from metaxlm.models.loading import load_model_config, load_pretrained, quiet_transformers
-
-    model_dir = Path(model_dir)
-    with quiet_transformers():
-        config = load_model_config(model_dir)
-        if not getattr(config, "is_encoder_decoder", False):
-            raise MetaXLMError(f"{model_dir}: not a sequence-to-sequence model (model_type {config.model_type!r}, "
-                               f"no decoder), so it cannot translate; to {EXPORT_HINT}")
-        try:
-            model = load_pretrained(AutoModelForSeq2SeqLM, model_dir)
-        except (OSError, ValueError) as err:
-            raise MetaXLMError(f"{model_dir}: cannot load as AutoModelForSeq2SeqLM: {err}") from None
-    missing = [key for key in ("decoder_start_token_id", "eos_token_id", "pad_token_id")
-               if special_token(model, key) is None]
-    if missing:
-        raise MetaXLMError(f"{model_dir}: the config sets no {', '.join(missing)} (generate() needs them); "
-                           f"to {EXPORT_HINT}, which sets them")
-    return model.eval()
-
-
 # the decoding settings a fine-tuned model carries in its generation config (fine-tuning writes the ones it was
 # scored with), and what `metaxlm translate` uses when the model has none
 DECODING_DEFAULTS = {"num_beams": 4, "length_penalty": 1.0, "no_repeat_ngram_size": 0}
@@ -77,14 +52,6 @@ def record_decoding(model, **settings) -> None:
     for key, value in settings.items():
         setattr(model.generation_config, key, value)
     model.generation_config.metaxlm_decoding = sorted(settings)
-
-
-def special_token(model, key: str) -> int | None:
-    """A special token id from the generation config, else the model config."""
-    value = getattr(model.generation_config, key, None)
-    if value is None:
-        value = getattr(model.config, key, None)
-    return value[0] if isinstance(value, list) else value
 
 
 def length_limits(model, max_source_len: int | None, max_new_tokens: int) -> tuple[int, int]:
@@ -223,7 +190,6 @@ def translate_file(model_dir: str | Path, src: str | Path, out: str | Path, *, t
     """`metaxlm translate`: translate every line of `src` into `out` (written atomically, one line per input line,
     in input order; `-` for either: standard input / output). Returns the run's stats (sentences, generated
     tokens, truncated sentences, seconds). Decoding settings left None are the model's (`decoding_settings`)."""
-    from metaxlm.finetune.models import load_finetune_tokenizer
     from metaxlm.io import atomic_write_text
     from metaxlm.models.loading import check_vocabulary_fits
 

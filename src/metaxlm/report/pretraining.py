@@ -78,10 +78,9 @@ def plot_objective_losses(run: Path, variants: list[str], path: Path, colors: di
     return True
 
 
-def compare_variants(run_dir: str | Path, variants: list[str], pivot: str = "en",
-                     colors: dict[str, str] | None = None) -> dict:
-    """Write the comparison files of the variants that logged held-out losses; `colors` (variant -> colour)
-    defaults to the run's config order, as the run's report colours its models (report/colors.py)."""
+def pretraining_comparison(run_dir: str | Path, variants: list[str], pivot: str = "en") -> dict:
+    """The held-out losses of the variants that logged them, side by side (what comparison.json holds; {} when
+    none did). Reads only: the report stage writes it (`compare_variants`)."""
     run = Path(run_dir)
     curves = {v: read_curves(run / "pretrain" / v) for v in variants}
     curves = {v: c for v, c in curves.items() if c}
@@ -107,11 +106,28 @@ def compare_variants(run_dir: str | Path, variants: list[str], pivot: str = "en"
         "curves": {v: {str(s): mean_others(losses) for s, losses in sorted(c.items())} for v, c in curves.items()},
     }
     out["delta_vs_baseline"] = {v: out["mean_non_pivot"][v] - out["mean_non_pivot"][base] for v in final}
+    return out
+
+
+def comparison_markdown(comparison: dict) -> str:
+    """comparison.md of a `pretraining_comparison`."""
+    return _markdown(comparison, comparison["languages"], comparison["pivot"])
+
+
+def compare_variants(run_dir: str | Path, variants: list[str], pivot: str = "en",
+                     colors: dict[str, str] | None = None) -> dict:
+    """Write the comparison files (comparison.json / .md and the figures) of the variants that logged held-out
+    losses; `colors` (variant -> colour) defaults to the run's config order, as the run's report colours its
+    models (report/colors.py)."""
+    run = Path(run_dir)
+    out = pretraining_comparison(run, variants, pivot)
+    if not out:
+        return {}
     atomic_write_json(RunDir(run).comparison_json, out)
-    atomic_write_text(RunDir(run).comparison_md, _markdown(out, langs, pivot))
+    atomic_write_text(RunDir(run).comparison_md, comparison_markdown(out))
     colors = colors or run_variant_colors(run, variants)
     plot_comparison(out, run / CURVES_PNG, run / BY_LANGUAGE_PNG, colors)
-    plot_objective_losses(run, list(curves), run / OBJECTIVES_PNG, colors)
+    plot_objective_losses(run, list(out["final"]), run / OBJECTIVES_PNG, colors)
     return out
 
 

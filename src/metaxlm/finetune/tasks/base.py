@@ -16,9 +16,9 @@ from typing import Any, ClassVar
 
 import numpy as np
 
+from metaxlm.finetune.inference import Feature, collate, predict_outputs
 from metaxlm.finetune.spec import Hyperparameters
 
-Feature = dict[str, Any]
 # a fine-tuned model giving one answer to at least this share of the test items (when the gold answers are less
 # uniform) has learned a prior, not the task: results.json and the report mark it "collapsed"
 COLLAPSE_SHARE = 0.95
@@ -35,7 +35,6 @@ def collapsed_to_one(predicted: Sequence, gold: Sequence) -> tuple[Any, float] |
     share = count / len(predicted)
     gold_share = sum(g == value for g in gold) / len(gold) if gold else 0.0
     return (value, share) if share >= COLLAPSE_SHARE and gold_share < COLLAPSE_SHARE else None
-MODEL_INPUTS = ("input_ids", "token_type_ids")
 
 
 class Task:
@@ -103,8 +102,6 @@ class Task:
     # -- training and inference (the trainer calls these) ------------------------------------------------------
     def collate(self, features: list[Feature], pad_id: int, *, train: bool) -> dict:
         """A batch of tensors from features (default: padded to the longest, per-token targets padded with -100)."""
-        from metaxlm.finetune.trainer import collate
-
         return collate(features, pad_id, self.target_keys if train else ())
 
     def loss(self, model, batch: dict):
@@ -114,8 +111,6 @@ class Task:
     def predict(self, model, examples: Sequence, hp: Hyperparameters, *, progress: bool = False,
                 desc: str = "predict") -> list:
         """Predictions for `examples` (default: one batched forward per feature, then `decode`)."""
-        from metaxlm.finetune.trainer import predict_outputs
-
         features = self.encode(examples, train=False)
         return self.decode(examples, features, predict_outputs(model, self, features, hp, progress=progress,
                                                                desc=desc))

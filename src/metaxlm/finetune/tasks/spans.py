@@ -13,9 +13,9 @@ from collections.abc import Sequence
 import numpy as np
 
 from metaxlm.data.examples import SpanExample
+from metaxlm.data.padding import IGNORE
 from metaxlm.finetune.tasks import register_task
 from metaxlm.finetune.tasks.base import Feature, Task, collapsed_to_one
-from metaxlm.finetune.tasks.tagging import IGNORE
 
 Span = tuple[int, int, str]
 

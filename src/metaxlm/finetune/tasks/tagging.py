@@ -9,11 +9,10 @@ from collections.abc import Sequence
 import numpy as np
 
 from metaxlm.data.examples import TaggingExample
+from metaxlm.data.padding import IGNORE
 from metaxlm.errors import MetaXLMError
 from metaxlm.finetune.tasks import register_task
 from metaxlm.finetune.tasks.base import Feature, Task, collapsed_to_one
-
-IGNORE = -100
 
 
 def first_subword_labels(word_ids: Sequence[int | None], word_labels: Sequence[int]) -> list[int]:

@@ -19,17 +19,15 @@ import torch.nn.functional as F
 
 from metaxlm.compute.precision import compute_device, precision_for
 from metaxlm.data.examples import TranslationExample
-from metaxlm.data.padding import pad_right
+from metaxlm.data.padding import IGNORE, pad_right
 from metaxlm.finetune.spec import Hyperparameters
 from metaxlm.finetune.tasks import register_task
 from metaxlm.finetune.tasks.base import Feature, Task, collapsed_to_one
 
-IGNORE = -100
-
 
 @register_task("translation")
 class TranslationTask(Task):
-    auto_model = "AutoModelForSeq2SeqLM"  # metaxlm.finetune.models loads it with metaxlm.finetune.translate.load_seq2seq
+    auto_model = "AutoModelForSeq2SeqLM"  # metaxlm.finetune.models loads it with metaxlm.finetune.models.load_seq2seq
     scenarios = ("supervised",)
 
     def __init__(self, tokenizer, hp: Hyperparameters, labels=None):

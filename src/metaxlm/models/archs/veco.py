@@ -40,7 +40,7 @@ from typing import Literal
 import torch
 from pydantic import ValidationError
 from torch import nn
-from transformers import AutoConfig, AutoModelForMaskedLM, BertConfig, PreTrainedModel
+from transformers import AutoConfig, AutoModelForMaskedLM, BertConfig, BertForMaskedLM, PreTrainedModel
 from transformers import initialization as init
 from transformers.masking_utils import create_bidirectional_mask, create_causal_mask
 from transformers.modeling_outputs import BaseModelOutputWithCrossAttentions, MaskedLMOutput
@@ -55,8 +55,10 @@ from transformers.models.bert.modeling_bert import (
 
 from metaxlm.config import Strict, validation_problems
 from metaxlm.errors import ConfigError
+from metaxlm.io import atomic_dir
 from metaxlm.models.arch import ARCHS, ModelArch
 from metaxlm.models.archs.bert import bert_config
+from metaxlm.models.loading import load_model_config, load_pretrained, quiet_transformers
 
 
 # -- the HF config --------------------------------------------------------------------------------------------------
@@ -310,12 +312,46 @@ def veco_from_encoder(source, cross_attention_layers: list[int] | None = None,
     return model
 
 
+# -- the NLU export --------------------------------------------------------------------------------------------
+def _state(model: nn.Module, state_dict: dict | None) -> dict[str, torch.Tensor]:
+    return state_dict if state_dict is not None else model.state_dict()
+
+
+def encoder_state(veco_model, state_dict: dict | None = None) -> dict[str, torch.Tensor]:
+    """The VECO weights of the NLU model: everything but cross-attention (names unchanged: BERT's)."""
+    return {k: v for k, v in _state(veco_model, state_dict).items() if ".crossattention." not in k}
+
+
+def to_bert_mlm(veco_model, state_dict: dict | None = None):
+    """The NLU model in memory: a `BertForMaskedLM` with the VECO model's embeddings, self-attention, FFN and head."""
+    if not is_veco(veco_model):
+        raise ConfigError(f"export_encoder: not a VECO model ({type(veco_model).__name__})")
+    config = bert_config_of(veco_model.config, architectures=["BertForMaskedLM"])
+    with torch.random.fork_rng(devices=[]):  # the fresh init is overwritten; the caller's RNG stream is not
+        bert = BertForMaskedLM(config)
+    weights = encoder_state(veco_model, state_dict)
+    missing, unexpected = bert.load_state_dict(weights, strict=False)
+    missing = [k for k in missing if not k.endswith("predictions.decoder.weight")]
+    if missing or unexpected:
+        raise RuntimeError(f"internal error: VECO → BERT export does not fit (missing {missing}, "
+                           f"unexpected {unexpected})")
+    bert.tie_weights()
+    return bert.train(veco_model.training)
+
+
+def export_encoder(veco_model, tokenizer, out_dir: str | Path, state_dict: dict | None = None) -> Path:
+    """Write the NLU export (a plain BertForMaskedLM directory + tokenizer) of a VECO model to `out_dir`."""
+    out = Path(out_dir)
+    out.mkdir(parents=True, exist_ok=True)
+    bert = to_bert_mlm(veco_model, state_dict)
+    bert.save_pretrained(str(out))
+    if tokenizer is not None:
+        tokenizer.save_pretrained(str(out))
+    return out
+
+
 def load_veco(path_or_model) -> VecoForMaskedLM:
     """A VECO model from a VECO directory, a metaxlm VECO run's `final/` (its `veco/` subfolder), or a model."""
-    from pathlib import Path
-
-    from metaxlm.models.loading import load_model_config, load_pretrained, quiet_transformers
-
     if isinstance(path_or_model, nn.Module):
         if not is_veco(path_or_model):
             raise ConfigError(f"not a VECO model ({type(path_or_model).__name__})")
@@ -379,9 +415,6 @@ class Veco(ModelArch):
     def encoder_dir(self, checkpoint):
         """A VECO checkpoint's NLU view (the BertForMaskedLM export, what final/ holds), written once beside its
         weights in `nlu/`, so that every evaluation of intermediate checkpoints works as on final/."""
-        from metaxlm.io import atomic_dir
-        from metaxlm.models.veco_export import export_encoder
-
         out = Path(checkpoint) / "nlu"
         if not (out / "config.json").exists():
             with atomic_dir(out) as tmp:
@@ -412,10 +445,6 @@ class Veco(ModelArch):
         """A VECO run's `final/`: the NLU export (a plain BertForMaskedLM, cross-attention dropped) in `out_dir`,
         so every stage reading final/ (evaluate, finetune, probes, start_from of a BERT variant) works unchanged,
         and the full VECO model in `out_dir/veco/` (for assemble_seq2seq and continuing VECO training)."""
-        from pathlib import Path
-
-        from metaxlm.models.veco_export import export_encoder
-
         out = Path(out_dir)
         export_encoder(model, tokenizer, out, state_dict=state_dict)
         model.save_pretrained(str(out / VECO_SUBDIR), state_dict=state_dict)

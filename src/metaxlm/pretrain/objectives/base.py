@@ -34,6 +34,7 @@ import torch
 from pydantic import Field
 
 from metaxlm.config import MASK_PROB, Strict
+from metaxlm.data.padding import IGNORE
 
 
 class ObjectiveOptions(Strict):
@@ -92,7 +93,7 @@ def exported_state(path: str | Path, objective: str, key: str) -> tuple[Path, di
 
 
 def count_targets(targets: torch.Tensor) -> int:
-    return int(targets.sum()) if targets.dtype == torch.bool else int((targets != -100).sum())
+    return int(targets.sum()) if targets.dtype == torch.bool else int((targets != IGNORE).sum())
 
 
 class Objective(torch.nn.Module):

@@ -44,6 +44,7 @@ import torch.nn.functional as F
 from pydantic import Field
 
 from metaxlm.alignment import OTAlignment, bare_piece_ids
+from metaxlm.data.padding import IGNORE
 from metaxlm.errors import ConfigError
 from metaxlm.models.arch import arch_of
 from metaxlm.pretrain.batches.pair import swap_pair_order
@@ -52,7 +53,6 @@ from metaxlm.pretrain.objectives.base import exported_state
 from metaxlm.pretrain.objectives.encoding import encode
 from metaxlm.pretrain.objectives.mlm import MaskedLM, MaskingOptions
 
-IGNORE = -100
 PAPER_LAYERS, PAPER_LABEL_LAYER = 12, 10  # Table 11: self-labelling layer 10 of 12
 
 

@@ -12,6 +12,7 @@ import torch.nn.functional as F
 from pydantic import Field
 
 from metaxlm.config import MASK_PROB
+from metaxlm.data.padding import IGNORE
 from metaxlm.models.arch import arch_of
 from metaxlm.pretrain.objectives import ObjectiveOptions, Prepared, register
 from metaxlm.pretrain.objectives.base import Objective
@@ -25,7 +26,7 @@ def mask_tokens(input_ids: torch.Tensor, *, special_ids: torch.Tensor, mask_id: 
     labels = input_ids.clone()
     candidates = ~torch.isin(input_ids, special_ids)
     chosen = (torch.rand(input_ids.shape, generator=generator) < mask_prob) & candidates
-    labels[~chosen] = -100
+    labels[~chosen] = IGNORE
     roll = torch.rand(input_ids.shape, generator=generator)
     inputs = input_ids.clone()
     inputs[chosen & (roll < replace_prob)] = mask_id
@@ -53,13 +54,13 @@ def mlm_head_loss_sum(model, hidden: torch.Tensor, labels: torch.Tensor, weights
     """Summed cross-entropy of the model's MLM head on `hidden` (B, L, d) at the positions `labels` (B, L) marks
     (-100 = none), the head run only there (see `masked_lm_loss_sum`); `weights` (B, L): a weight per position."""
     flat = labels.reshape(-1)
-    rows = (flat != -100).nonzero().squeeze(1)
+    rows = (flat != IGNORE).nonzero().squeeze(1)
     n = len(rows)
     padded = -(-n // rows_multiple) * rows_multiple
     targets = flat[rows]
     if padded > n:
         rows = torch.cat([rows, rows.new_zeros(padded - n)])
-        targets = torch.cat([targets, targets.new_full((padded - n,), -100)])
+        targets = torch.cat([targets, targets.new_full((padded - n,), IGNORE)])
     logits = arch_of(model).mlm_head(model)(hidden.reshape(-1, hidden.shape[-1])[rows])
     if weights is None:
         return F.cross_entropy(logits.float(), targets, reduction="sum")
@@ -96,7 +97,7 @@ class MaskedLM(Objective):
         tensors = {"input_ids": inputs, "labels": labels}
         if "attention_mask" in batch.tensors:
             tensors["attention_mask"] = batch.tensors["attention_mask"]
-        return Prepared(tensors, int((labels != -100).sum()), list(batch.langs))
+        return Prepared(tensors, int((labels != IGNORE).sum()), list(batch.langs))
 
     def loss_sum(self, model, tensors: dict[str, torch.Tensor]) -> torch.Tensor:
         return masked_lm_loss_sum(model, tensors["input_ids"], tensors["labels"], tensors.get("attention_mask"))
@@ -117,7 +118,7 @@ def heldout_mlm_loss(model, eval_rows: dict[str, torch.Tensor], objective: Maske
             inputs, labels = objective.mask(rows[i:i + micro_batch], gen)
             with autocast():
                 total += float(masked_lm_loss_sum(model, inputs, labels))
-            count += int((labels != -100).sum())
+            count += int((labels != IGNORE).sum())
         out[lang] = total / max(count, 1)
     model.train(was_training)
     return out

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import torch
 
+from metaxlm.data.padding import IGNORE
 from metaxlm.pretrain.objectives import Prepared, register
 from metaxlm.pretrain.objectives.mlm import MaskedLM, masked_lm_loss_sum
 
@@ -26,7 +27,7 @@ class MaskedLMOnPairSides(MaskedLM):
         labels = torch.cat([src_labels, tgt_labels], dim=1)
         tensors = {"src_ids": src_in, "src_mask": t["src_mask"], "tgt_ids": tgt_in, "tgt_mask": t["tgt_mask"],
                    "labels": labels}
-        return Prepared(tensors, int((labels != -100).sum()), list(batch.langs))
+        return Prepared(tensors, int((labels != IGNORE).sum()), list(batch.langs))
 
     def loss_sum(self, model, tensors: dict[str, torch.Tensor]) -> torch.Tensor:
         width = tensors["src_ids"].shape[1]

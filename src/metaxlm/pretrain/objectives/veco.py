@@ -42,6 +42,7 @@ import torch
 import torch.nn.functional as F
 from pydantic import Field
 
+from metaxlm.data.padding import IGNORE
 from metaxlm.errors import ConfigError
 from metaxlm.models.arch import arch_of
 from metaxlm.pretrain.objectives import Prepared, register
@@ -117,7 +118,7 @@ class VecoMLM(MaskedLM):
         # one label tensor for both sequences (the engine counts a row slice's targets from it); loss_sum splits it
         labels = torch.cat([x_labels, y_labels], dim=1)
         tensors = {"x_ids": x_in, "x_mask": x_mask, "y_ids": y_in, "y_mask": y_mask, "labels": labels}
-        return Prepared(tensors, int((labels != -100).sum()), list(batch.langs))
+        return Prepared(tensors, int((labels != IGNORE).sum()), list(batch.langs))
 
     # -- the loss: one IS pass of x̃ and ŷ, one CS pass for both directions ----------------------------------------------
     def loss_sum(self, model, tensors: dict[str, torch.Tensor]) -> torch.Tensor:
@@ -144,7 +145,7 @@ class VecoMLM(MaskedLM):
             weights = torch.cat([torch.full(x_labels.shape, float(o.is_x)), torch.full(y_labels.shape, float(o.is_y))])
             labels = torch.cat([x_labels, y_labels])
             term = mlm_head_loss_sum(model, hidden, labels, weights.to(hidden.device))
-            stats[0:2] = term.detach().double(), (weights.to(labels.device) * (labels != -100)).sum().double()
+            stats[0:2] = term.detach().double(), (weights.to(labels.device) * (labels != IGNORE)).sum().double()
             total = total + term
         if o.cs_xy or o.cs_yx:
             # rows 0..n-1: ŷ attends to X(N) (CS(x, y)); rows n..2n-1: x̃ attends to Y(N) (CS(y, x))
@@ -157,7 +158,7 @@ class VecoMLM(MaskedLM):
                 model, torch.cat([p[0] for p in parts]), torch.cat([p[1] for p in parts]), labels,
                 torch.cat([p[3] for p in parts]), torch.cat([p[4] for p in parts]), weights.to(hidden.device),
                 detach=o.detach)
-            stats[2:4] = term.detach().double(), (weights.to(labels.device) * (labels != -100)).sum().double()
+            stats[2:4] = term.detach().double(), (weights.to(labels.device) * (labels != IGNORE)).sum().double()
             total = total + term
         if model.training:
             self.term_stats += torch.stack(stats).to(self.term_stats.device)

@@ -1,0 +1,72 @@
+"""Features into padded batches, and batched inference over them: what the task types' defaults and the trainer share.
+
+A feature is a dict of one model input's token ids (`input_ids`, maybe `token_type_ids`), its training targets and
+whatever decoding needs. Inference runs in eval mode in the resolved precision (metaxlm.compute.precision), features
+sorted by length and cut into batches of at most `hp.eval_batch_size` features and `hp.eval_batch_tokens` padded
+tokens, so little compute goes to padding; outputs come back in the features' order.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+import torch
+from tqdm import tqdm
+
+from metaxlm.compute.precision import compute_device, precision_for
+from metaxlm.data.padding import IGNORE, length_sorted_batches
+from metaxlm.finetune.spec import Hyperparameters
+
+if TYPE_CHECKING:  # annotations only: task types build on this module
+    from metaxlm.finetune.tasks.base import Task
+
+Feature = dict[str, Any]
+MODEL_INPUTS = ("input_ids", "token_type_ids")
+
+
+def collate(features: list[Feature], pad_id: int, target_keys: Sequence[str] = ()) -> dict[str, torch.Tensor]:
+    """Pad to the longest feature; targets that are per-token lists are padded with -100 (ignored)."""
+    width = max(len(f["input_ids"]) for f in features)
+    batch = {"attention_mask": torch.zeros(len(features), width, dtype=torch.long)}
+    for key in MODEL_INPUTS:
+        if key in features[0]:
+            fill = pad_id if key == "input_ids" else 0
+            batch[key] = torch.full((len(features), width), fill, dtype=torch.long)
+    for key in target_keys:
+        if isinstance(features[0][key], list):
+            batch[key] = torch.full((len(features), width), IGNORE, dtype=torch.long)
+        else:
+            batch[key] = torch.tensor([f[key] for f in features], dtype=torch.long)
+    for row, f in enumerate(features):
+        n = len(f["input_ids"])
+        batch["attention_mask"][row, :n] = 1
+        for key in MODEL_INPUTS:
+            if key in batch:
+                batch[key][row, :n] = torch.tensor(f[key])
+        for key in target_keys:
+            if isinstance(f[key], list):
+                batch[key][row, :n] = torch.tensor(f[key])
+    return batch
+
+
+@torch.inference_mode()
+def predict_outputs(model, task: Task, features: list[Feature], hp: Hyperparameters, *,
+                    progress: bool = False, desc: str = "predict") -> list[tuple[np.ndarray, ...]]:
+    """The model's outputs (`task.output_keys`, float32) per feature, cut to the feature's length for token outputs."""
+    device = compute_device()
+    model.to(device).eval()
+    pad_id = task.tokenizer.pad_token_id if task.tokenizer.pad_token_id is not None else 0
+    precision = precision_for(model, hp.precision, tokens=hp.eval_batch_size * hp.max_seq_len, device=device)
+    batches = length_sorted_batches([len(f["input_ids"]) for f in features], hp.eval_batch_size, hp.eval_batch_tokens)
+    results: list[tuple[np.ndarray, ...] | None] = [None] * len(features)
+    for chunk in tqdm(batches, desc=desc, unit="batch", disable=not progress, leave=False):
+        batch = collate([features[k] for k in chunk], pad_id)
+        with precision.autocast(device.type):
+            out = model(**{k: v.to(device) for k, v in batch.items()})
+        arrays = [getattr(out, key).float().cpu().numpy() for key in task.output_keys]
+        for row, k in enumerate(chunk):
+            n = len(features[k]["input_ids"])
+            results[k] = tuple(a[row, :n] if task.token_outputs else a[row] for a in arrays)
+    return results
