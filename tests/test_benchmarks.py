@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 from conftest import REPO, SHARED_DATA
 
-from metaxlm.data.benchmarks import LOADERS, load_alignment, load_examples
+from metaxlm.data.benchmarks import FORMATS, load_alignment, load_examples
 from metaxlm.data.examples import (
     DEV_FRACTION,
     ClassificationExample,
@@ -103,10 +103,10 @@ def test_unlabelled_test_file_is_rejected_at_its_line(tmp_path, fmt, name, conte
 
 
 def test_every_format_is_registered_and_unknown_ones_are_config_errors(tmp_path):
-    assert set(LOADERS) == {"demo_module", "demo_spans", "xnli", "pawsx", "udpos", "panx", "squad", "sib200",
+    assert set(FORMATS.names()) == {"demo_module", "demo_spans", "xnli", "pawsx", "udpos", "panx", "squad", "sib200",
                             "reviews", "tatoeba", "parallel_tsv", "parallel_files"}
     # parallel_files (two files named by a template): tests/test_translation.py
-    assert {fmt for fmt, *_ in UNLABELLED} | {"parallel_files"} == set(LOADERS)
+    assert {fmt for fmt, *_ in UNLABELLED} | {"parallel_files"} == set(FORMATS.names())
     with pytest.raises(ConfigError, match="unknown benchmark format 'conll'"):
         load_examples("conll", tmp_path / "x")
 

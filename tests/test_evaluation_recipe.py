@@ -265,3 +265,22 @@ def test_checkpoints_are_evaluated_from_what_pretraining_exported(tiny_run):
     with pytest.raises(MetaXLMError, match=r"exports\.json, which the pretrain stage writes"):
         recipe.models_to_evaluate(cfg)
     assert [m.name for m in recipe.models_to_evaluate(load_config(tiny_run, ["evaluate.checkpoints=false"]))] == ["xlm"]
+
+
+def test_the_plan_resolves_each_tasks_scenario_and_seeds_once(tiny_run):
+    """A task entry's own seeds > evaluate.checkpoint_seeds (intermediate checkpoints) > evaluate.seeds; the matrix
+    runs at evaluate.seeds, on final models only; the part's cache key holds the seeds the plan chose."""
+    base = ["evaluate.seeds=[0, 1]", "evaluate.checkpoint_seeds=[7]", "evaluate.checkpoint_tasks=null",
+            "evaluate.transfer_matrix=[toy]"]
+    model = Path(load_config(tiny_run).output_dir) / "pretrain" / "xlm" / "final"
+    final = recipe.ModelToEvaluate("xlm", model, model, "xlm", 4)
+    checkpoint = recipe.ModelToEvaluate("xlm@step2", model, model, "xlm", 2, final=False)
+    cfg = load_config(tiny_run, base)
+    (task,) = recipe.plan_tasks(cfg, final)
+    assert (task.name, task.scenario, task.seeds, task.matrix_seeds) == ("toy", "zero_shot", [0, 1], [0, 1])
+    (task,) = recipe.plan_tasks(cfg, checkpoint)
+    assert (task.seeds, task.matrix_seeds) == ([7], None)
+    own = load_config(tiny_run, [*base, "evaluate.tasks.toy.seeds=[5]"])
+    assert [(t.seeds, t.matrix_seeds) for t in recipe.plan_tasks(own, final)] == [([5], [0, 1])]
+    assert [t.seeds for t in recipe.plan_tasks(own, checkpoint)] == [[7]]
+    assert recipe.plan_tasks(load_config(tiny_run, [*base, "evaluate.checkpoint_tasks=[]"]), checkpoint) == []

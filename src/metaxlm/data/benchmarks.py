@@ -1,6 +1,8 @@
 """Loaders for the evaluation benchmarks, each returning the typed examples of `metaxlm.data.examples`.
 
-`load_examples(fmt, path)` dispatches on the format name (see `LOADERS`); gold word alignments have their own
+`load_examples(fmt, path)` dispatches on the format name (the `FORMATS` registry: a plugin registers its own with
+`@register_format("name", examples=<example class>)`, and a task type takes the formats that yield its example class;
+`tatoeba` gives sentence lists for retrieval); gold word alignments have their own
 `load_alignment`, since they come as three files. File access goes through `metaxlm.data.readers`, so every
 error names the file and line.
 
@@ -28,37 +30,39 @@ from metaxlm.data.examples import (
 )
 from metaxlm.data.readers import count_lines, iter_lines, parse_json, read_conllu, read_parallel
 from metaxlm.errors import ConfigError, DataError, SkipReport
+from metaxlm.registry import Registry
 
-__all__ = ["LOADERS", "load_alignment", "load_examples"]
+__all__ = ["FORMATS", "load_alignment", "load_examples", "register_format"]
 
 PathLike = str | Path
 Loader = Callable[..., object]
-LOADERS: dict[str, Loader] = {}
+FORMATS: Registry[Loader] = Registry("benchmark format")
 
 _UNLABELLED = "unlabelled items cannot be scored"
 
 
-def _register(name: str) -> Callable[[Loader], Loader]:
+def register_format(name: str, *, examples: type | None) -> Callable[[Loader], Loader]:
+    """Register a loader `(path, *, lang, split, **options) -> list[examples]` under `name`; `examples`: the class of
+    the examples it returns (None: not task examples, e.g. retrieval's sentence lists)."""
     def add(loader: Loader) -> Loader:
-        LOADERS[name] = loader
-        return loader
+        loader.examples = examples
+        return FORMATS.register(name)(loader)
     return add
 
 
 def load_examples(fmt: str, path: PathLike, *, lang: str | None = None, split: str = "test",
                   allow_empty: bool = False, **kw) -> list | tuple[list[str], list[str]]:
-    """Examples of benchmark file `path` in format `fmt` (a key of LOADERS); `tatoeba` gives (src, tgt) lists.
+    """Examples of benchmark file `path` in format `fmt` (a name in FORMATS); `tatoeba` gives (src, tgt) lists.
 
     `lang` selects rows of multilingual files (XNLI's language column) and the "lang:" word prefix of PAN-X.
     `allow_empty` returns [] for a file with no content (e.g. a demo language without test items) instead of
     raising. Other keywords go to the format's loader.
     """
-    if fmt not in LOADERS:
-        raise ConfigError(f"unknown benchmark format {fmt!r}; known formats: {', '.join(sorted(LOADERS))}")
+    loader = FORMATS.get(fmt)
     path = Path(path)
     if allow_empty and path.is_file() and count_lines(path, nonblank=True) == 0:
         return []
-    return LOADERS[fmt](path, lang=lang, split=split, **kw)
+    return loader(path, lang=lang, split=split, **kw)
 
 
 def _jsonl(path: Path) -> Iterator[tuple[int, dict]]:
@@ -90,7 +94,7 @@ def _text(obj: dict, field: str, path: Path, line_no: int) -> str:
 
 # --- the demo tasks (data/demo/tasks) ---------------------------------------------------------------------
 
-@_register("demo_module")
+@register_format("demo_module", examples=ClassificationExample)
 def _demo_module(path: Path, **_) -> list[ClassificationExample]:
     """{"id", "text", "label"} JSON lines."""
     return [ClassificationExample(str(obj.get("id", line_no)), _text(obj, "text", path, line_no),
@@ -112,7 +116,7 @@ def _spans(value: object, text: str, path: Path, line_no: int) -> tuple[tuple[in
     return tuple(spans)
 
 
-@_register("demo_spans")
+@register_format("demo_spans", examples=SpanExample)
 def _demo_spans(path: Path, **_) -> list[SpanExample]:
     """{"id", "text", "spans": [[start, end, label], ...]} JSON lines, character offsets, end exclusive."""
     examples, first_line = [], None
@@ -186,7 +190,7 @@ def _classification_tsv(path: Path, *, lang: str | None, pair: bool, labels: set
     return examples
 
 
-@_register("xnli")
+@register_format("xnli", examples=ClassificationExample)
 def _xnli(path: Path, *, lang: str | None = None, **_) -> list[ClassificationExample]:
     """XNLI: XTREME's headerless premise/hypothesis/label, or XNLI 1.0 with a header (and language column)."""
     # "contradictory" is how the MultiNLI-derived XNLI training files spell it
@@ -194,19 +198,19 @@ def _xnli(path: Path, *, lang: str | None = None, **_) -> list[ClassificationExa
                                renamed={"contradictory": "contradiction"})
 
 
-@_register("pawsx")
+@register_format("pawsx", examples=ClassificationExample)
 def _pawsx(path: Path, *, lang: str | None = None, **_) -> list[ClassificationExample]:
     """PAWS-X: x-final's id/sentence1/sentence2/label with a header, or XTREME's headerless 3 columns."""
     return _classification_tsv(path, lang=lang, pair=True, labels=_PAWSX_LABELS, header_required=False)
 
 
-@_register("sib200")
+@register_format("sib200", examples=ClassificationExample)
 def _sib200(path: Path, **_) -> list[ClassificationExample]:
     """SIB-200 data/annotated/<lang>/{train,dev,test}.tsv: header index_id, category, text."""
     return _classification_tsv(path, lang=None, pair=False, labels=None, header_required=True)
 
 
-@_register("reviews")
+@register_format("reviews", examples=ClassificationExample)
 def _reviews(path: Path, **_) -> list[ClassificationExample]:
     """Multilingual review classification JSON lines: MARC's {"review_body", "stars"} or {"text", "label"}."""
     examples = []
@@ -220,7 +224,7 @@ def _reviews(path: Path, **_) -> list[ClassificationExample]:
 
 # --- tagging ---------------------------------------------------------------------------------------------
 
-@_register("udpos")
+@register_format("udpos", examples=TaggingExample)
 def _udpos(path: Path, **_) -> list[TaggingExample]:
     """UD CoNLL-U, words and UPOS tags (multiword ranges and empty nodes are not words). An unlabelled file
     ("_" as UPOS) fails in read_conllu as an unknown UPOS at its line."""
@@ -233,7 +237,7 @@ _BIO_TAG = re.compile(r"O|[BI]-\S+")
 _LANG_PREFIX = re.compile(r"[a-z]{2,3}:")
 
 
-@_register("panx")
+@register_format("panx", examples=TaggingExample)
 def _panx(path: Path, *, lang: str | None = None, **_) -> list[TaggingExample]:
     """WikiANN / PAN-X: one "lang:word<TAB>TAG" line per word (CoNLL-style: the tag is the last column),
     a blank line between sentences. The "lang:" prefix is `lang`'s, or when None the first word's."""
@@ -287,7 +291,7 @@ def _answer(answer: object, context: str, split: str, relocated: list[str]) -> t
     return f"answer {text!r} does not occur in its context"
 
 
-@_register("squad")
+@register_format("squad", examples=QAExample)
 def _squad(path: Path, *, split: str = "test", **_) -> list[QAExample]:
     """SQuAD v1.1 layout (SQuAD, XQuAD, MLQA, TyDiQA-GoldP): data[].paragraphs[].qas[] with answers. In a
     test split an answer text missing from its context gets start -1 (it is still scored); elsewhere it is an
@@ -321,7 +325,7 @@ def _squad(path: Path, *, split: str = "test", **_) -> list[QAExample]:
 
 # --- Tatoeba sentence retrieval ----------------------------------------------------------------------------
 
-@_register("tatoeba")
+@register_format("tatoeba", examples=None)
 def _tatoeba(path: Path, *, lang: str | None = None, **_) -> tuple[list[str], list[str]]:
     """(xxx sentences, English sentences), line i of one the translation of line i of the other. `path` is
     tatoeba.xxx-eng.xxx (the .eng file beside it is the other side) or the folder, with lang="xxx"."""
@@ -366,14 +370,14 @@ def _translation_pairs(pairs, path: PathLike, direction: str) -> list[Translatio
     return examples
 
 
-@_register("parallel_tsv")
+@register_format("parallel_tsv", examples=TranslationExample)
 def _parallel_tsv(path: Path, *, direction: str = "forward", **_) -> list[TranslationExample]:
     """`sentence<TAB>translation` lines (the demo's `parallel/en-xx.tsv.xz`); `forward` translates column 1 into
     column 2, `reverse` column 2 into column 1. A line without both sides is an error at that line."""
     return _translation_pairs(read_parallel(path), path, direction)
 
 
-@_register("parallel_files")
+@register_format("parallel_files", examples=TranslationExample)
 def _parallel_files(path: Path, *, lang: str | None = None, source: str = "en", direction: str = "forward",
                     **_) -> list[TranslationExample]:
     """Two line-aligned files, one sentence per line, named by a `{side}` template (see `side_paths`); `forward`

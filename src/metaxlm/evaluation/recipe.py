@@ -294,10 +294,46 @@ def task_models(ecfg: EvalConfig, known: list[str]) -> dict[str, list[str] | Non
     return chosen
 
 
+@dataclass(frozen=True)
+class TaskRun:
+    """One task of one model's evaluation, every choice resolved: the part's cache key is made of these."""
+
+    name: str
+    spec: Any              # its TaskSpec, budget scaled, precision resolved
+    scenario: str
+    seeds: list[int]
+    matrix_seeds: list[int] | None  # the transfer-direction matrix too, with these seeds; None: no matrix
+
+
+def plan_tasks(cfg: RunConfig, target: ModelToEvaluate) -> list[TaskRun]:
+    """The fine-tuning tasks `target` gets, each with its scenario and seeds — decided here once.
+
+    Seeds, first that applies: a task entry's own `evaluate.tasks.<name>.seeds` (final models; e.g. one seed for a
+    costly generation task), `evaluate.checkpoint_seeds` (intermediate checkpoints), `evaluate.seeds`. The transfer
+    matrix (final models, `evaluate.transfer_matrix`) runs at `evaluate.seeds`. Scenario: `evaluate.scenario` where
+    the task type runs it, else the type's own first (translation: supervised)."""
+    from metaxlm.finetune.tasks import get_task
+
+    ecfg = cfg.evaluate
+    specs = task_specs(ecfg, cfg.scale)
+    only = task_models(ecfg, [*cfg.variants, *ecfg.models])
+    specs = {k: v for k, v in specs.items() if only[k] is None or (target.variant or target.name) in only[k]}
+    if not target.final and ecfg.checkpoint_tasks is not None:
+        specs = {k: v for k, v in specs.items() if k in ecfg.checkpoint_tasks}
+    seeds = list(ecfg.seeds if target.final or ecfg.checkpoint_seeds is None else ecfg.checkpoint_seeds)
+    plan = []
+    for name, spec in specs.items():
+        allowed = get_task(spec.type).scenarios
+        own = "seeds" in ecfg.tasks[name] and target.final
+        matrix = name in ecfg.transfer_matrix and target.final and "transfer_matrix" in allowed
+        plan.append(TaskRun(name, spec, ecfg.scenario if ecfg.scenario in allowed else allowed[0],
+                            list(spec.seeds) if own else seeds, list(ecfg.seeds) if matrix else None))
+    return plan
+
+
 def evaluate_model(cfg: RunConfig, target: ModelToEvaluate, *, progress: bool = True) -> dict:
     from metaxlm.features.layers import load_encoder
     from metaxlm.finetune.scenarios import run_task
-    from metaxlm.finetune.tasks import get_task
 
     ecfg = cfg.evaluate
     out = eval_dir(cfg) / target.name
@@ -306,23 +342,13 @@ def evaluate_model(cfg: RunConfig, target: ModelToEvaluate, *, progress: bool = 
     results: dict[str, Any] = {"model_name": target.name, "variant": target.variant, "step": target.step,
                                "model_dir": str(target.model_dir)}
     model_key = model_fingerprint(target.model_dir, target.tokenizer_dir)
-    specs = task_specs(ecfg, cfg.scale)
-    only = task_models(ecfg, [*cfg.variants, *ecfg.models])
-    specs = {k: v for k, v in specs.items() if only[k] is None or (target.variant or target.name) in only[k]}
-    wanted = specs if target.final or ecfg.checkpoint_tasks is None else \
-        {k: v for k, v in specs.items() if k in ecfg.checkpoint_tasks}
-    seeds = ecfg.seeds if target.final or ecfg.checkpoint_seeds is None else ecfg.checkpoint_seeds
-    common = {"seeds": seeds, "languages": languages, "tokenizer_dir": target.tokenizer_dir, "progress": progress}
-    for name, spec in wanted.items():
-        # a task type runs the configured scenario if it applies to it, else its own (translation: supervised)
-        allowed = get_task(spec.type).scenarios
-        scenario = ecfg.scenario if ecfg.scenario in allowed else allowed[0]
+    common = {"languages": languages, "tokenizer_dir": target.tokenizer_dir, "progress": progress}
+    for task in plan_tasks(cfg, target):
+        name, spec, scenario = task.name, task.spec, task.scenario
         print(f"evaluate {target.name}: task {name} ({scenario})", flush=True)
-        # a task entry's own `seeds` win over evaluate.seeds (e.g. one seed for a costly generation task)
-        task_seeds = spec.seeds if "seeds" in ecfg.tasks[name] and target.final else seeds
         # keyed by the model files this task reads (for most tasks: model_key)
         task_key = task_model_fingerprint(spec, target.model_dir, target.tokenizer_dir, model_key)
-        key = {"spec": spec.model_dump(mode="json"), "scenario": scenario, "seeds": task_seeds,
+        key = {"spec": spec.model_dump(mode="json"), "scenario": scenario, "seeds": task.seeds,
                "languages": languages, "model": task_key}
         # each finished (language, seed) run is kept too: an interrupted task resumes after its last one
         run_key = run_fingerprint(spec, scenario, model_key=task_key)
@@ -330,13 +356,13 @@ def evaluate_model(cfg: RunConfig, target: ModelToEvaluate, *, progress: bool = 
         results.setdefault("tasks", {})[name] = _cached(
             parts / f"task-{name}.json", _fingerprint(key), run_task, spec, target.model_dir,
             out / "finetune" / name, scenario=scenario, resume_key=run_key, finished_runs=archive,
-            **{**common, "seeds": task_seeds})
-        if name in ecfg.transfer_matrix and target.final and "transfer_matrix" in allowed:
+            seeds=task.seeds, **common)
+        if task.matrix_seeds is not None:
             results.setdefault("transfer_matrix", {})[name] = _cached(
-                # keyed by what the matrix is computed with: evaluate.seeds (`common`), not the task's own seeds
-                parts / f"matrix-{name}.json", _fingerprint({**key, "scenario": "transfer_matrix", "seeds": seeds}),
-                run_task,
-                spec, target.model_dir, out / "finetune" / f"{name}-matrix", scenario="transfer_matrix", **common)
+                parts / f"matrix-{name}.json", _fingerprint({**key, "scenario": "transfer_matrix",
+                                                             "seeds": task.matrix_seeds}),
+                run_task, spec, target.model_dir, out / "finetune" / f"{name}-matrix", scenario="transfer_matrix",
+                seeds=task.matrix_seeds, **common)
     if ecfg.retrieval or ecfg.alignment:
         model, tokenizer = load_encoder(target.model_dir, target.tokenizer_dir)
         for name, spec in ecfg.retrieval.items():

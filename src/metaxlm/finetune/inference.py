@@ -17,7 +17,7 @@ from tqdm import tqdm
 
 from metaxlm.compute.precision import compute_device, precision_for
 from metaxlm.data.padding import IGNORE, length_sorted_batches
-from metaxlm.finetune.spec import Hyperparameters
+from metaxlm.finetune.hyperparameters import Hyperparameters
 
 if TYPE_CHECKING:  # annotations only: task types build on this module
     from metaxlm.finetune.tasks.base import Task

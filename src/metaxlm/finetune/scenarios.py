@@ -472,7 +472,8 @@ def run_task(spec: TaskSpec, model_dir: str | Path, out_dir: str | Path | None =
     if scenario == "transfer_matrix":
         entry = _transfer_matrix(runner, data, langs, seeds, notes)
     else:
-        entry = {"type": spec.type, "metric": spec.metric, "scenario": scenario, "source": spec.source, "seeds": seeds}
+        entry = {"type": spec.type, "metric": spec.metric, "scenario": scenario, "source": spec.source, "seeds": seeds,
+                 "report_hints": get_task(spec.type).report_hints}
         runs = {"zero_shot": _zero_shot, "supervised": _supervised, "translate_train": _translate_train}[scenario](
             runner, data, langs, seeds, notes)
         entry.update(summarize(runs, None if scenario == "supervised" else spec.source))
@@ -514,7 +515,7 @@ def _source_train(data: TaskData, notes: list[str]) -> list:
     if spec.train_from == "test_half":
         examples = cap(data.train_half(spec.source) or [], spec.max_train_items)
         source = data.load("test", spec.source)
-        kind = "articles" if spec.type == "qa" else "documents"
+        kind = get_task(spec.type).split_unit
         train_docs = {document_of(ex) for ex in source if ex.id in data._halves()[0]}
         n_docs = len({document_of(ex) for ex in source})
         notes.append(f"split: the {n_docs} {kind} of the test set are halved by sha256 of their name; trained on "
@@ -608,7 +609,8 @@ def _transfer_matrix(runner: _Runner, data: TaskData, langs, seeds, notes) -> di
     if halves:
         notes.append("every source trains on its test items of half of the documents; targets are tested on the "
                      "other half")
-    return {"type": spec.type, "metric": spec.metric, "scenario": "transfer_matrix", "seeds": list(seeds),
+    return {"type": spec.type, "metric": spec.metric, "report_hints": get_task(spec.type).report_hints,
+            "scenario": "transfer_matrix", "seeds": list(seeds),
             "languages": list(langs), "scores": scores, "std": stds, "train_data": sources}
 
 

@@ -15,84 +15,16 @@ from typing import Any, Literal
 import yaml
 from pydantic import Field, ValidationError, field_validator, model_validator
 
-from metaxlm.config import (
-    INFERENCE_BATCH_TOKENS,
-    AutocastPrecision,
-    Strict,
-    apply_override,
-    format_errors,
-    read_yaml,
-)
+from metaxlm.config import Strict, apply_override, format_errors, read_yaml
+from metaxlm.data.benchmarks import FORMATS
 from metaxlm.errors import ConfigError
+from metaxlm.finetune.hyperparameters import Hyperparameters
+from metaxlm.finetune.tasks import TASKS
 from metaxlm.languages import FLORES, check_language
 
 TASK_CONFIG_DIR = Path(__file__).resolve().parents[3] / "configs" / "tasks"
 
 PathTemplate = str | dict[str, str] | None
-
-
-class Hyperparameters(Strict):
-    lr: float = Field(2e-5, gt=0.0)
-    batch_size: int = Field(32, ge=1)
-    # alternatively: batches cut by padded tokens (features x longest feature, source + target for translation),
-    # so short sentences come in larger batches (fairseq's --max-tokens); None: batch_size features per batch
-    batch_tokens: int | None = Field(None, ge=8)
-    epochs: float = Field(3.0, gt=0.0)
-    max_steps: int | None = Field(None, ge=1)  # when set, overrides epochs
-    max_seq_len: int = Field(128, ge=8)
-    warmup_ratio: float = Field(0.1, ge=0.0, lt=1.0)
-    weight_decay: float = Field(0.01, ge=0.0)
-    clip: float = Field(1.0, gt=0.0)
-    # lr multiplier for the weights the checkpoint did not have (the new task head, a pooler the encoder lacks):
-    # a fresh head on a sentence-embedding encoder whose [CLS] states barely differ learns slowly at a body's lr
-    head_lr_scale: float = Field(1.0, gt=0.0)
-    # every dropout of the model (hidden, attention, embeddings) during fine-tuning; None: the model's own (BERT: 0.1)
-    dropout: float | None = Field(None, ge=0.0, lt=1.0)
-    # used: only the word-embedding rows the training inputs use are trained (the rest are not weight-decayed;
-    # about half of a CPU step for a 250k-row vocabulary, metaxlm.finetune.used_rows); all: dense, as the HF Trainer
-    embedding_rows: Literal["used", "all"] = "used"
-    # inference batches (tests, curves): at most eval_batch_size features and eval_batch_tokens padded tokens
-    eval_batch_size: int = Field(64, ge=1)
-    eval_batch_tokens: int | None = Field(INFERENCE_BATCH_TOKENS, ge=1)
-    # auto: bf16 autocast only where bf16 matmuls are faster (metaxlm.compute.precision); default: evaluate.precision
-    precision: AutocastPrecision = "auto"
-    # extractive QA (SQuAD-style features)
-    doc_stride: int = Field(128, ge=1)
-    max_query_len: int = Field(64, ge=1)
-    n_best: int = Field(20, ge=1)
-    max_answer_len: int = Field(30, ge=1)
-    # translation (seq2seq): teacher-forced cross-entropy with label smoothing; beam search for the test
-    label_smoothing: float = Field(0.1, ge=0.0, lt=1.0)
-    num_beams: int = Field(4, ge=1)
-    length_penalty: float = 1.0  # exponent on the length a beam's log-probability is divided by (HF generate)
-    max_new_tokens: int = Field(128, ge=1)
-    # no n-gram of this size twice in one output (HF generate's, fairseq's --no-repeat-ngram-size); 0: off
-    no_repeat_ngram_size: int = Field(0, ge=0)
-    # score the test sets also after these fine-tuning steps (any task type): the result's `curve`
-    eval_steps: list[int] = Field(default_factory=list)
-    # the curve's points on this many test items per language (those with the smallest sha256 of their id, the same
-    # in every language; the last point from the final test's predictions on them), the final score on every item;
-    # None: every point on every item (a translation curve of 1,000 pairs at beam 4 costs minutes per point)
-    curve_items: int | None = Field(None, ge=1)
-
-    @field_validator("eval_steps")
-    @classmethod
-    def _steps(cls, steps: list[int]) -> list[int]:
-        if any(s < 1 for s in steps):
-            raise ValueError("eval_steps must be >= 1")
-        return sorted(set(steps))
-
-    @field_validator("lr", "epochs", "warmup_ratio", "weight_decay", "clip", "label_smoothing", "length_penalty",
-                     "head_lr_scale", "dropout", mode="before")
-    @classmethod
-    def _float_text(cls, value):
-        # YAML 1.1 reads `2e-5` (no dot) as a string; take it for the number it plainly means
-        if isinstance(value, str):
-            try:
-                return float(value)
-            except ValueError:
-                pass
-        return value
 
 
 class Seq2SeqAssembly(Strict):
@@ -116,10 +48,12 @@ class Seq2SeqAssembly(Strict):
 
 class TaskSpec(Strict):
     name: str
-    type: Literal["classification", "tagging", "spans", "qa", "translation"]
-    format: str  # a loader of metaxlm.data.benchmarks (demo_module, xnli, udpos, squad, parallel_tsv, ...)
-    # classification: accuracy; tagging: accuracy | seqeval_f1; spans: span_f1; qa: f1 | exact_match;
-    # translation: bleu | chrf (sacreBLEU, both are reported)
+    # a registered task type (metaxlm.finetune.tasks: classification, tagging, spans, qa, translation; a plugin adds
+    # its own), which declares its metrics and the examples its format must yield
+    type: str
+    format: str  # a registered benchmark format (metaxlm.data.benchmarks: demo_module, xnli, udpos, squad, ...)
+    # one of the type's metrics: classification: accuracy; tagging: accuracy | seqeval_f1; spans: span_f1;
+    # qa: f1 | exact_match; translation: bleu | chrf (sacreBLEU, both are reported)
     metric: str
     languages: list[str]
     source: str = "en"
@@ -177,25 +111,23 @@ class TaskSpec(Strict):
             raise ValueError(f"source {self.source!r} is not one of languages")
         if self.train_from == "train" and self.train is None:
             raise ValueError("train_from=train needs a `train` path (or set train_from: test_half)")
-        allowed = {"classification": {"accuracy"}, "tagging": {"accuracy", "seqeval_f1"}, "spans": {"span_f1"},
-                   "qa": {"f1", "exact_match"}, "translation": {"bleu", "chrf"}}[self.type]
-        if self.metric not in allowed:
-            raise ValueError(f"metric {self.metric!r} is not one of {sorted(allowed)} for type {self.type}")
-        pair_formats = {"parallel_tsv", "parallel_files"}
-        if (self.type == "translation") != (self.format in pair_formats):
-            raise ValueError(f"format {self.format!r} does not fit type {self.type}: translation tasks read "
-                             f"{' or '.join(sorted(pair_formats))}, and only they do")
+        if self.type not in TASKS:
+            raise ValueError(f"type: unknown task type {self.type!r} (registered: {', '.join(TASKS.names())})")
+        task_type = TASKS.get(self.type)
+        if self.metric not in task_type.metrics:
+            raise ValueError(f"metric {self.metric!r} is not one of {sorted(task_type.metrics)} for type {self.type}")
+        if self.format not in FORMATS:
+            raise ValueError(f"format: unknown benchmark format {self.format!r} (registered: "
+                             f"{', '.join(FORMATS.names())})")
+        yields = FORMATS.get(self.format).examples
+        if yields is None or task_type.examples is None or not issubclass(yields, task_type.examples):
+            fitting = [f for f in FORMATS.names() if FORMATS.get(f).examples is not None and task_type.examples
+                       is not None and issubclass(FORMATS.get(f).examples, task_type.examples)]
+            raise ValueError(f"format {self.format!r} does not fit type {self.type}: {self.type} tasks read "
+                             f"{' or '.join(fitting) or 'no registered format'}")
         if self.dev_from_train is not None and self.train_from != "train":
             raise ValueError("dev_from_train cuts the dev set from the train file: it needs train_from: train")
-        if self.seq2seq is not None and self.type != "translation":
-            raise ValueError("seq2seq (assembling an encoder-decoder) is for translation tasks only")
-        if self.type == "translation" and self.train_from != "train":
-            raise ValueError("translation tasks train on their `train` pairs (train_from: train)")
-        hp = self.hyperparameters
-        room = hp.max_seq_len - hp.max_query_len - 4  # the context window after the question and special tokens
-        if self.type == "qa" and hp.doc_stride >= room:
-            raise ValueError(f"hyperparameters.doc_stride ({hp.doc_stride}) must be < max_seq_len - max_query_len - 4"
-                             f" ({room})")
+        task_type.check_spec(self)
         return self
 
     def path(self, which: Literal["train", "dev", "test", "translate_train"], lang: str) -> Path | None:

@@ -29,7 +29,7 @@ from metaxlm.compute.fastpath import training_fast_path
 from metaxlm.compute.optim import adamw
 from metaxlm.compute.precision import PrecisionChoice, compute_device, precision_for
 from metaxlm.errors import MetaXLMError
-from metaxlm.finetune.spec import Hyperparameters
+from metaxlm.finetune.hyperparameters import Hyperparameters
 from metaxlm.finetune.tasks.base import Feature, Task
 from metaxlm.finetune.used_rows import UsedRows
 

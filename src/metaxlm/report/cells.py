@@ -10,6 +10,20 @@ from metaxlm.report.results import number
 
 DASH = "–"
 
+# How a task's results are shown, as its task type declares it (metaxlm.finetune.tasks: Task.report_hints, copied
+# into each results.json task entry), so the report needs no list of task types. Entries written before types
+# declared them carry none: the built-in types' declarations stand in for them.
+DEFAULT_HINTS = {"percent": False, "scores": [], "names": {}, "directional": False}
+_BEFORE_HINTS = {"qa": {"percent": True},
+                 "translation": {"percent": True, "scores": ["bleu", "chrf"], "names": {"bleu": "BLEU", "chrf": "chrF"},
+                                 "directional": True}}
+
+
+def report_hints(entry: dict) -> dict:
+    """The report hints of a results.json task (or transfer-matrix) entry."""
+    declared = entry.get("report_hints")
+    return {**DEFAULT_HINTS, **(declared if isinstance(declared, dict) else _BEFORE_HINTS.get(entry.get("type"), {}))}
+
 
 def slug(name: str) -> str:
     return re.sub(r"[^A-Za-z0-9._-]+", "_", name).strip("_") or "x"
@@ -22,7 +36,7 @@ def ordered(items) -> list:
 def percent_scale(entries: list[dict]) -> float:
     """Fractions are shown in percent; QA EM/F1 and sacreBLEU's BLEU/chrF already are percent (as the official
     scripts report them)."""
-    if any(t.get("type") in ("qa", "translation") for t in entries):
+    if any(report_hints(t)["percent"] for t in entries):
         return 1.0
     means = [number(s.get("mean")) for t in entries for s in t.get("per_language", {}).values()]
     return 1.0 if any(m > 1.0 for m in means) else 100.0

@@ -27,7 +27,16 @@ from pathlib import Path
 from metaxlm.errors import ConfigError
 from metaxlm.metrics import mean_std
 from metaxlm.report import plots
-from metaxlm.report.cells import DASH, best_index, cell, n_seeds, percent_scale, slug, task_languages
+from metaxlm.report.cells import (
+    DASH,
+    best_index,
+    cell,
+    n_seeds,
+    percent_scale,
+    report_hints,
+    slug,
+    task_languages,
+)
 from metaxlm.report.document import Figure, Section, Table, Text
 from metaxlm.report.results import AlignmentResult, ModelResult, number, report_config
 
@@ -76,10 +85,13 @@ def _average_over_languages(stats: list[dict]) -> dict | None:
 def task_headlines(task: str, entry: dict, scale: float) -> list[tuple[str, Score]]:
     """The task's headline columns (label, score); the first is the one "differ most" ranks by."""
     seeds = n_seeds(entry)
-    if entry.get("type") == "translation":
-        chrf = _average_over_languages([r["chrf"] for r in entry.get("reports", {}).values() if "chrf" in r])
-        return [(f"{task}: BLEU", _score(entry.get("average"), seeds, scale)),
-                (f"{task}: chrF", _score(chrf, seeds, scale))]
+    hints = report_hints(entry)
+    if hints["scores"]:  # the main metric, then the type's further scores (translation: BLEU and chrF)
+        metric = entry.get("metric", "score")
+        further = [(name, _average_over_languages([r[name] for r in entry.get("reports", {}).values() if name in r]))
+                   for name in hints["scores"] if name != metric]
+        return [(f"{task}: {hints['names'].get(name, name)}", _score(stat, seeds, scale))
+                for name, stat in [(metric, entry.get("average")), *further]]
     source = entry.get("source")
     if source and entry.get("scenario") in ("zero_shot", "translate_train"):
         return [(f"{task}: target avg", _score(entry.get("target_average"), seeds, scale)),

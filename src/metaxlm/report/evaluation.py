@@ -47,7 +47,17 @@ from metaxlm.data.examples import DEV_FRACTION
 from metaxlm.errors import DataError, MetaXLMError
 from metaxlm.io import atomic_dir, atomic_write_text
 from metaxlm.report import plots
-from metaxlm.report.cells import DASH, best_index, cell, n_seeds, ordered, percent_scale, slug, task_languages
+from metaxlm.report.cells import (
+    DASH,
+    best_index,
+    cell,
+    n_seeds,
+    ordered,
+    percent_scale,
+    report_hints,
+    slug,
+    task_languages,
+)
 from metaxlm.report.colors import report_colors, report_variant_names
 from metaxlm.report.comparison import comparison_sections
 from metaxlm.report.document import Bullets, Figure, Section, Table, Text, markdown_block, render_markdown
@@ -159,9 +169,6 @@ def _task_sections(models: list[ModelResult], fig_dir: Path, colors: dict[str, s
     return sections
 
 
-CURVE_METRICS = {"translation": ("bleu", "chrf")}  # further scores every curve point carries
-
-
 def _curve_sections(models: list[ModelResult], fig_dir: Path, colors: dict[str, str]) -> list[Section]:
     """Test scores against fine-tuning steps (tasks run with hyperparameters.eval_steps: e.g. translation from
     several initializations, as VECO's Table 4 compares them): one line per model and task, per metric and language;
@@ -179,13 +186,13 @@ def _curve_sections(models: list[ModelResult], fig_dir: Path, colors: dict[str, 
     steps_seen: list[int] = []
     for model, task, t in entries:
         scale = percent_scale([t])
-        metrics = CURVE_METRICS.get(t.get("type"), (t.get("metric", "score"),))
+        hints = report_hints(t)
+        metrics = hints["scores"] or (t.get("metric", "score"),)  # a type's further scores: every curve point has them
         for lang, curve in t["curve"].items():
             for metric in metrics:
                 if metric not in curve:
                     continue
-                panel = f"{metric} · {t.get('source', '?')}→{lang}" if t.get("type") == "translation" else \
-                    f"{metric} · {lang}"
+                panel = f"{metric} · {t.get('source', '?')}→{lang}" if hints["directional"] else f"{metric} · {lang}"
                 ylabels[panel] = f"{metric}{' (%)' if scale == 100 else ''}"
                 points = [(step, number(stat.get("mean")) * scale, number(stat.get("std")) * scale)
                           for step, stat in zip(curve["steps"], curve[metric], strict=True)]
@@ -316,8 +323,9 @@ def _transfer_sections(models: list[ModelResult], fig_dir: Path) -> list[Section
     blocks: list = []
     for task, by_model in matrices.items():
         values = [v for _, rows in by_model.values() for row in rows for v in row if not math.isnan(v)]
-        qa = any(m.data.get("tasks", {}).get(task, {}).get("type") == "qa" for m in models)
-        scale = 1.0 if qa or any(v > 1.0 for v in values) else 100.0
+        percent = any(report_hints(m.data.get("transfer_matrix", {}).get(task) or {})["percent"] or
+                      report_hints(m.data.get("tasks", {}).get(task) or {})["percent"] for m in models)
+        scale = 1.0 if percent or any(v > 1.0 for v in values) else 100.0
         value_range = (min(values) * scale, max(values) * scale) if values else None
         for model, (langs, rows) in by_model.items():
             scores = [[v * scale for v in row] for row in rows]

@@ -16,8 +16,8 @@ from typing import Any, ClassVar
 
 import numpy as np
 
+from metaxlm.finetune.hyperparameters import Hyperparameters
 from metaxlm.finetune.inference import Feature, collate, predict_outputs
-from metaxlm.finetune.spec import Hyperparameters
 
 # a fine-tuned model giving one answer to at least this share of the test items (when the gold answers are less
 # uniform) has learned a prior, not the task: results.json and the report mark it "collapsed"
@@ -45,6 +45,22 @@ class Task:
     token_outputs: ClassVar[bool] = False  # outputs are per token (the trainer cuts them to each feature's length)
     # the fine-tuning scenarios that make sense for this task type (metaxlm.finetune.scenarios), the first the default
     scenarios: ClassVar[tuple[str, ...]] = ("zero_shot", "supervised", "translate_train", "transfer_matrix")
+    # What a task type declares, so that task configs, the scenarios and the report need no list of types:
+    metrics: ClassVar[tuple[str, ...]] = ()        # the metrics `score` computes; a task config's `metric` is one
+    examples: ClassVar[type | None] = None         # the example class it trains on: a task's format must yield it
+    split_unit: ClassVar[str] = "documents"        # what `train_from: test_half` halves (QA: the articles)
+    # How the report shows its results (copied into each results.json entry as `report_hints`): `percent`: the scores
+    # already are percent (as official QA and sacreBLEU scripts report them); `scores`: the scores of `report()`
+    # that curves and headline columns show beside the main metric, with `names` to print them; `directional`: one
+    # result per translation direction (source→language).
+    report_hints: ClassVar[dict[str, Any]] = {"percent": False, "scores": [], "names": {}, "directional": False}
+
+    @classmethod
+    def check_spec(cls, spec) -> None:
+        """Checks of a task config that only this type needs (raise ValueError naming the field). Default: an
+        encoder-decoder is assembled for translation tasks only."""
+        if spec.seq2seq is not None:
+            raise ValueError("seq2seq (assembling an encoder-decoder) is for translation tasks only")
 
     def __init__(self, tokenizer, hp: Hyperparameters, labels: Sequence[str] | None = None):
         self.tokenizer = tokenizer

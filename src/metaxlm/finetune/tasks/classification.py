@@ -16,6 +16,8 @@ from metaxlm.finetune.tasks.base import Feature, Task, collapsed_to_one
 @register_task("classification")
 class ClassificationTask(Task):
     auto_model = "AutoModelForSequenceClassification"
+    metrics = ("accuracy",)
+    examples = ClassificationExample
 
     def fit_labels(self, examples: Sequence[ClassificationExample]) -> None:
         if not self.labels:

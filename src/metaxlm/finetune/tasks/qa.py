@@ -46,10 +46,23 @@ def best_span(start_logits: np.ndarray, end_logits: np.ndarray, offsets: list[tu
 @register_task("qa")
 class QATask(Task):
     auto_model = "AutoModelForQuestionAnswering"
+    metrics = ("f1", "exact_match")
+    examples = QAExample
+    split_unit = "articles"
+    report_hints = {**Task.report_hints, "percent": True}  # SQuAD's script reports percent
     target_keys = ("start_positions", "end_positions")
     output_keys = ("start_logits", "end_logits")
     token_outputs = True
     normalization = "squad"  # or "mlqa": the scenarios set it from the spec
+
+    @classmethod
+    def check_spec(cls, spec) -> None:
+        super().check_spec(spec)
+        hp = spec.hyperparameters
+        room = hp.max_seq_len - hp.max_query_len - 4  # the context window after the question and special tokens
+        if hp.doc_stride >= room:
+            raise ValueError(f"hyperparameters.doc_stride ({hp.doc_stride}) must be < max_seq_len - max_query_len - 4"
+                             f" ({room})")
 
     def _short_questions(self, examples: Sequence[QAExample]) -> list[str]:
         """Questions cut to max_query_len tokens, so a window always keeps room for the context."""

@@ -78,6 +78,8 @@ def bio_roundtrip_f1(tokenizer, examples: Sequence[SpanExample], max_length: int
 @register_task("spans")
 class SpanTask(Task):
     auto_model = "AutoModelForTokenClassification"
+    metrics = ("span_f1",)
+    examples = SpanExample
     token_outputs = True
 
     def fit_labels(self, examples: Sequence[SpanExample]) -> None:

@@ -27,6 +27,8 @@ def first_subword_labels(word_ids: Sequence[int | None], word_labels: Sequence[i
 @register_task("tagging")
 class TaggingTask(Task):
     auto_model = "AutoModelForTokenClassification"
+    metrics = ("accuracy", "seqeval_f1")
+    examples = TaggingExample
     token_outputs = True
 
     def __init__(self, tokenizer, hp, labels=None):

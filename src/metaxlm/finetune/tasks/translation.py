@@ -20,7 +20,7 @@ import torch.nn.functional as F
 from metaxlm.compute.precision import compute_device, precision_for
 from metaxlm.data.examples import TranslationExample
 from metaxlm.data.padding import IGNORE, pad_right
-from metaxlm.finetune.spec import Hyperparameters
+from metaxlm.finetune.hyperparameters import Hyperparameters
 from metaxlm.finetune.tasks import register_task
 from metaxlm.finetune.tasks.base import Feature, Task, collapsed_to_one
 
@@ -28,7 +28,17 @@ from metaxlm.finetune.tasks.base import Feature, Task, collapsed_to_one
 @register_task("translation")
 class TranslationTask(Task):
     auto_model = "AutoModelForSeq2SeqLM"  # metaxlm.finetune.models loads it with metaxlm.finetune.models.load_seq2seq
+    metrics = ("bleu", "chrf")
+    examples = TranslationExample
+    # sacreBLEU's BLEU and chrF are percent; both are shown whichever is the main metric
+    report_hints = {**Task.report_hints, "percent": True, "scores": ["bleu", "chrf"],
+                    "names": {"bleu": "BLEU", "chrf": "chrF"}, "directional": True}
     scenarios = ("supervised",)
+
+    @classmethod
+    def check_spec(cls, spec) -> None:  # an encoder-decoder may be assembled (seq2seq)
+        if spec.train_from != "train":
+            raise ValueError("translation tasks train on their `train` pairs (train_from: train)")
 
     def __init__(self, tokenizer, hp: Hyperparameters, labels=None):
         super().__init__(tokenizer, hp, labels)
