@@ -13,8 +13,8 @@ PACKAGE = SRC / "metaxlm"
 
 # rank of each top-level module or package of metaxlm; an import must go to a lower rank (foundations, rank 0, may
 # import each other)
-FOUNDATIONS = ("alignment_defaults", "config", "errors", "io", "languages", "metrics", "processes", "registry",
-               "runclock", "rundir", "seeds", "stamps", "textpolicy")
+FOUNDATIONS = ("alignment_defaults", "config", "errors", "io", "languages", "metrics", "processes", "records",
+               "registry", "runclock", "rundir", "seeds", "stamps", "textpolicy")
 RANK = {**dict.fromkeys(FOUNDATIONS, 0),
         "data": 1, "compute": 1, "alignment": 1,
         "vocab": 2, "runinfo": 2,

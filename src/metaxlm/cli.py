@@ -118,12 +118,13 @@ def cmd_check(args) -> None:
 
 def cmd_evaluate(args) -> None:
     from metaxlm.evaluation.recipe import evaluate_run
+    from metaxlm.records import RESULTS_FILE
     from metaxlm.runinfo import write_run_info
 
     cfg = _load(args)
     write_run_info(cfg.output_dir, cfg)
     evaluate_run(cfg, progress=not args.no_progress)
-    print(f"results: {Path(cfg.output_dir) / 'eval'}/*/results.json (report: metaxlm report {cfg.output_dir})")
+    print(f"results: {Path(cfg.output_dir) / 'eval'}/*/{RESULTS_FILE} (report: metaxlm report {cfg.output_dir})")
 
 
 def cmd_finetune(args) -> None:
@@ -131,8 +132,8 @@ def cmd_finetune(args) -> None:
     from metaxlm.finetune.scenarios import run_task
     from metaxlm.finetune.spec import load_task_spec
     from metaxlm.finetune.tasks import get_task
-    from metaxlm.io import atomic_write_json
     from metaxlm.languages import LANGUAGES
+    from metaxlm.records import RESULTS_FILE, write_results
 
     spec = load_task_spec(args.task, args.overrides)
     for code in args.languages or ():
@@ -150,9 +151,9 @@ def cmd_finetune(args) -> None:
                       save_models=Path(args.out) / "models" if args.save_models else None,
                       resume_key=run_fingerprint(spec, scenario, Path(args.model), tokenizer_dir))
     name = Path(args.model).name
-    atomic_write_json(Path(args.out) / "results.json", {"model_name": name, "model_dir": args.model,
-                                                        "tasks" if scenario != "transfer_matrix"
-                                                        else "transfer_matrix": {spec.name: result}})
+    write_results(Path(args.out) / RESULTS_FILE, {"model_name": name, "model_dir": args.model,
+                                                  "tasks" if scenario != "transfer_matrix"
+                                                  else "transfer_matrix": {spec.name: result}})
     from metaxlm.report.evaluation import format_task_table
 
     print(format_task_table(spec.name, {name: result}))

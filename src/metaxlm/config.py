@@ -559,6 +559,9 @@ def apply_override(tree: dict[str, Any], override: str) -> None:
     node[parts[-1]] = value
 
 
+_INNER_KEY = re.compile(r"^([A-Za-z_]\w*(?:\.\w+|\[\d+\])*): (.+)$", re.DOTALL)
+
+
 def validation_problems(err: ValidationError, prefix: str = "") -> list[str]:
     """One line per problem pydantic found, "key.sub: what" with the key under `prefix` (e.g. "variants.a.train"):
     a misspelt key is "unknown key"; a whole-config check's message, which names its keys itself, stands alone.
@@ -567,7 +570,9 @@ def validation_problems(err: ValidationError, prefix: str = "") -> list[str]:
     for e in err.errors():
         key = ".".join([*([prefix] if prefix else []), *(str(p) for p in e["loc"] if not str(p).startswith("function-"))])
         msg = "unknown key" if e["type"] == "extra_forbidden" else e["msg"].removeprefix("Value error, ")
-        lines.append(f"{key}: {msg}" if key else msg)
+        # a nested model's own check names the key inside it ("test.aer: ..."): joined to where the model is
+        inner = _INNER_KEY.match(msg) if key and e["type"] == "value_error" else None
+        lines.append(f"{key}.{inner[1]}: {inner[2]}" if inner else f"{key}: {msg}" if key else msg)
     return lines
 
 

@@ -4,7 +4,7 @@ Which models: every pretraining variant of the run (`pretrain/<variant>/final`),
 checkpoints (`ckpt/step_*`, for scores against pretraining steps), and any HF model dirs under
 `evaluate.models`. For each model: the fine-tuning tasks (zero-shot / supervised / translate-train, several
 seeds; optionally the transfer-direction matrix) and the feature-based probes (sentence retrieval and word
-alignment for every layer). Output: `<output_dir>/eval/<model>/results.json` (schema in report/evaluation.py).
+alignment for every layer). Output: `<output_dir>/eval/<model>/results.json` (records: metaxlm.records).
 
 Each finished part (one task, one retrieval set, one alignment set) is stored under `parts/` with a
 fingerprint of its settings and of the model's and tokenizer's files, so an interrupted evaluation resumes after
@@ -28,9 +28,10 @@ from typing import Any
 
 from metaxlm.config import START_OF, AlignmentEvalSpec, EvalConfig, RetrievalEvalSpec, RunConfig
 from metaxlm.errors import ConfigError, MetaXLMError
-from metaxlm.io import atomic_write_json, disk_full_guard, json_safe
+from metaxlm.io import atomic_write_json, disk_full_guard
 from metaxlm.models.archs.veco import VECO_SUBDIR
 from metaxlm.models.named import model_dir
+from metaxlm.records import RESULTS_FILE, write_results
 from metaxlm.runclock import RunClock
 from metaxlm.rundir import RunDir
 
@@ -381,8 +382,8 @@ def evaluate_model(cfg: RunConfig, target: ModelToEvaluate, *, progress: bool = 
                     spec, ecfg)
             except ConfigError as err:
                 raise ConfigError(f"evaluate.alignment.{name}: {err}") from None
-    with _writing_results(out / "results.json"):
-        atomic_write_json(out / "results.json", json_safe(results))
+    with _writing_results(out / RESULTS_FILE):
+        write_results(out / RESULTS_FILE, results)
     return results
 
 

@@ -54,6 +54,7 @@ from metaxlm.features.layers import (
     resolve_layers,
 )
 from metaxlm.metrics import alignment_scores, lowest_aer_layer
+from metaxlm.records import CHOSEN_ON_DEV, FIXED_DEFAULT
 
 __all__ = ["AlignedFile", "EncodedPairs", "WordAligner", "align_file", "alignment_by_layer", "alignment_dev_test",
            "default_layer", "format_dev_scores", "read_pairs", "scores_by_layer", "token_states"]
@@ -267,9 +268,9 @@ def alignment_dev_test(model, tokenizer, aset: AlignmentSet, *, dev_fraction: fl
                                                 "test_pairs": len(test)}}
     if dev:
         result["dev"] = scores_by_layer(predictions, aset, dev)
-        chosen = lowest_aer_layer(layers, result["dev"]["aer"]), "dev"
+        chosen = lowest_aer_layer(layers, result["dev"]["aer"]), CHOSEN_ON_DEV
     else:
-        chosen = aligner.layer, "fixed default"
+        chosen = aligner.layer, FIXED_DEFAULT
     result["test"] = scores_by_layer(predictions, aset, test)
     result["chosen_layer"], result["chosen_on"] = chosen
     return result

@@ -17,6 +17,7 @@ from collections.abc import Iterable
 from pathlib import Path
 
 from metaxlm.report.results import ModelResult, variant_order
+from metaxlm.rundir import RunDir
 
 # matplotlib's tab10, with red second so the first two variants (usually baseline and method) differ most.
 PALETTE = ["#1f77b4", "#d62728", "#2ca02c", "#ff7f0e", "#9467bd", "#8c564b", "#e377c2", "#7f7f7f", "#bcbd22",
@@ -31,7 +32,7 @@ def colors_for(names: Iterable[str]) -> dict[str, str]:
 def _pretrained_variants(run: Path) -> list[str]:
     """The variants of a run's pretraining comparison, for a run whose config.yaml does not list them."""
     try:
-        return list(json.loads((run / "comparison.json").read_text(encoding="utf-8"))["final"])
+        return list(json.loads(RunDir(run).comparison_json.read_text(encoding="utf-8"))["final"])
     except (OSError, ValueError, KeyError, TypeError):
         return []  # the report's pretraining section names a bad file; colours only need the names
 

@@ -1,28 +1,11 @@
 """`metaxlm report RUN_DIR...`: one Markdown and one self-contained HTML report of the evaluations of one or more runs.
 
-Input: every `<run>/eval/<model_name>/results.json` (written by evaluation/recipe.py or `metaxlm finetune`):
-
-    {"model_name": "metaxlm@step200", "variant": "metaxlm", "step": 200, "model_dir": "...",
-     "tasks": {"<task>": {"type": "classification", "metric": "accuracy", "scenario": "zero_shot", "source": "en",
-         "seeds": [0, 1], "per_language": {"en": {"mean": 0.8, "std": 0.01, "runs": [0.79, 0.81]}, ...},
-         "average": {"mean": .., "std": ..}, "target_average": {..}, "transfer_gap": {..}, "note": "free text",
-         "collapsed": {"de": [{"seed": 0, "trained_on": "en", "what": "predicts one class ('x') for 100% of
-                                test items"}]}}},  # only runs whose model gives one answer to ~every item
-     "transfer_matrix": {"<task>": {"languages": ["en", "de"], "scores": [[..], [..]]}},  # rows source, cols target
-     "retrieval": {"<set>": {"layers": [0, 1, ..], "average": [..],
-                             "per_language": {"de": {"src2tgt": [..], "tgt2src": [..], "mean": [..]}}}},
-     "alignment": {"<set>": {"method": "ot", "pairs": 508, "settings": {..}, "layers": [..],
-                             "split": {"dev_fraction": 0.3, "dev_pairs": 153, "test_pairs": 355},
-                             "dev": {"aer": [..], "precision": [..], "recall": [..], "f1": [..]},  # per layer
-                             "test": {"aer": [..], "precision": [..], "recall": [..], "f1": [..]},
-                             "chosen_layer": 7, "chosen_on": "dev"}}}
-
-An alignment set is split once by its file order (data.examples.dev_test_split: the first 30% of its pairs are dev)
-and encoded once; "chosen_layer" has the lowest dev AER (ties: the shallower layer), and every AER the report shows
-is the test AER at that layer. Without a dev part (`dev_fraction: 0`) there is no "dev", "test" is the whole set
-and "chosen_on" is "fixed default" (the aligner's default layer). Results written before the split have the
-whole set's "aer", "precision", ... at the top level and no "test": the report reads them, shows the layer of
-lowest AER on those same sentences and says so (report/results.py AlignmentResult).
+Input: every `<run>/eval/<model_name>/results.json` (written by evaluation/recipe.py or `metaxlm finetune`), read
+as the typed records of metaxlm.records, which hold its schema. An alignment set's reported layer has the lowest
+dev AER (ties: the shallower layer), and every AER the report shows is the test AER at that layer; a set without a
+dev part (`dev_fraction: 0`) is scored whole at the aligner's fixed default layer; results written before the
+dev/test split are shown at the layer of lowest AER on those same sentences, which the report says
+(report/results.py AlignmentResult).
 
 Scores are fractions 0..1 (shown in percent) except QA EM/F1, already 0..100 like the official script. Every key
 but model_name is optional; numbers may be null. Output, in out_dir (default <first run>/report): report.md,
@@ -46,6 +29,7 @@ from pathlib import Path
 from metaxlm.data.examples import DEV_FRACTION
 from metaxlm.errors import DataError, MetaXLMError
 from metaxlm.io import atomic_dir, atomic_write_text
+from metaxlm.records import CHOSEN_ON_DEV, FIXED_DEFAULT
 from metaxlm.report import plots
 from metaxlm.report.cells import (
     DASH,
@@ -66,8 +50,6 @@ from metaxlm.report.html import render_html
 from metaxlm.report.pretraining import BY_LANGUAGE_PNG, CURVES_PNG, plot_comparison
 from metaxlm.report.results import (
     ALIGNMENT_METRICS,
-    CHOSEN_ON_DEV,
-    FIXED_DEFAULT,
     NO_DEV_SPLIT,
     AlignmentResult,
     ModelResult,
@@ -350,9 +332,9 @@ def _pretraining_sections(run_dirs: list[Path], fig_dir: Path, colors: dict[str,
         if not RunDir(run).comparison_md.exists():
             continue
         title = "Pretraining comparison" + (f" ({run.name})" if len(run_dirs) > 1 else "")
-        path = run / "comparison.json"
+        path = RunDir(run).comparison_json
         if not path.exists():
-            sections.append(Section(title, [Text(f"See `{run / 'comparison.md'}`.")]))
+            sections.append(Section(title, [Text(f"See `{RunDir(run).comparison_md}`.")]))
             continue
         try:
             comp = json.loads(path.read_text(encoding="utf-8"))

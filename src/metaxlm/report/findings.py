@@ -522,7 +522,7 @@ def findings_section(run: Path, results: list[ModelResult], out_dir: Path) -> li
     `out_dir/findings.json` beside report.md (removed when there are no findings, so it never describes an
     older report)."""
     roles = run_roles(run)
-    checks = check_findings(roles, [r for r in results if r.path.is_relative_to(run / "eval")])
+    checks = check_findings(roles, [r for r in results if r.path.is_relative_to(RunDir(run).eval)])
     path = Path(out_dir) / "findings.json"
     if not checks:
         path.unlink(missing_ok=True)

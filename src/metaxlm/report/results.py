@@ -1,4 +1,4 @@
-"""Read and check `<run>/eval/<model>/results.json` files (schema: report/evaluation.py).
+"""Read and check `<run>/eval/<model>/results.json` files (their records: metaxlm.records).
 
 A bad file stops the report with an error naming it (and the key that is wrong), rather than a KeyError deep in
 a plot. Numbers may be null: the evaluation writes NaN (e.g. a language without data) as null.
@@ -19,6 +19,7 @@ from pydantic import ValidationError
 from metaxlm.config import ReportConfig, read_yaml, validation_problems
 from metaxlm.errors import DataError, MetaXLMError
 from metaxlm.metrics import lowest_aer_layer
+from metaxlm.records import RESULTS_FILE, check_results
 from metaxlm.rundir import RunDir
 
 
@@ -50,7 +51,7 @@ def number(value) -> float:
 
 
 ALIGNMENT_METRICS = ("aer", "precision", "recall", "f1")
-CHOSEN_ON_DEV, FIXED_DEFAULT, NO_DEV_SPLIT = "dev", "fixed default", "no dev split"
+NO_DEV_SPLIT = "no dev split"
 
 
 @dataclass(frozen=True)
@@ -102,85 +103,7 @@ def load_results(path: Path) -> dict:
         raise DataError(path, err.lineno, f"not valid JSON: {err.msg}") from None
     except UnicodeDecodeError:
         raise DataError(path, None, "not UTF-8 text") from None
-    _check(data, path)
-    return data
-
-
-def _check(data, path: Path) -> None:
-    def fail(where: str, message: str):
-        raise DataError(path, None, f"{where}: {message}")
-
-    def is_number(x) -> bool:
-        return x is None or (isinstance(x, int | float) and not isinstance(x, bool))
-
-    def obj(x, where: str) -> dict:
-        if not isinstance(x, dict):
-            fail(where, "expected a JSON object")
-        return x
-
-    def numbers(x, where: str, length: int | None = None) -> None:
-        if not isinstance(x, list) or not all(is_number(v) for v in x):
-            fail(where, "expected a list of numbers")
-        if length is not None and len(x) != length:
-            fail(where, f"has {len(x)} values for {length} layers")
-
-    def stat(x, where: str) -> None:
-        obj(x, where)
-        if "mean" not in x or not is_number(x["mean"]) or not is_number(x.get("std")):
-            fail(where, "expected {\"mean\": number, \"std\": number}")
-        if "runs" in x:
-            numbers(x["runs"], f"{where}.runs")
-
-    obj(data, "top level")
-    if not isinstance(data.get("model_name"), str) or not data["model_name"]:
-        fail("model_name", "missing or not a string")
-    if data.get("step") is not None and (not isinstance(data["step"], int) or isinstance(data["step"], bool)):
-        fail("step", "expected an integer")
-    for name, task in obj(data.get("tasks", {}), "tasks").items():
-        where = f"tasks.{name}"
-        for lang, score in obj(obj(task, where).get("per_language"), f"{where}.per_language").items():
-            stat(score, f"{where}.per_language.{lang}")
-        for key in ("average", "target_average", "transfer_gap"):
-            if task.get(key) is not None:
-                stat(task[key], f"{where}.{key}")
-    for name, matrix in obj(data.get("transfer_matrix", {}), "transfer_matrix").items():
-        where = f"transfer_matrix.{name}"
-        langs = obj(matrix, where).get("languages")
-        if not isinstance(langs, list) or not all(isinstance(x, str) for x in langs):
-            fail(f"{where}.languages", "expected a list of language codes")
-        rows = matrix.get("scores")
-        if not isinstance(rows, list) or len(rows) != len(langs):
-            fail(f"{where}.scores", f"expected {len(langs)} rows (one per source language)")
-        for i, row in enumerate(rows):
-            numbers(row, f"{where}.scores[{i}]")
-            if len(row) != len(langs):
-                fail(f"{where}.scores[{i}]", f"expected {len(langs)} columns (one per target language)")
-    def scores(x, where: str, n_layers: int) -> None:
-        numbers(obj(x, where).get("aer"), f"{where}.aer", n_layers)
-        for key in ("precision", "recall", "f1"):
-            if key in x:
-                numbers(x[key], f"{where}.{key}", n_layers)
-
-    for kind in ("retrieval", "alignment"):
-        for name, entry in obj(data.get(kind, {}), kind).items():
-            where = f"{kind}.{name}"
-            layers = obj(entry, where).get("layers")
-            if not isinstance(layers, list) or not layers or not all(isinstance(x, int) for x in layers):
-                fail(f"{where}.layers", "expected a non-empty list of layer numbers")
-            if kind == "retrieval":
-                numbers(entry.get("average"), f"{where}.average", len(layers))
-            elif "test" not in entry:  # written before the dev/test split: the whole set's scores
-                scores(entry, where, len(layers))
-            else:
-                scores(entry["test"], f"{where}.test", len(layers))
-                if entry.get("dev") is not None:
-                    scores(entry["dev"], f"{where}.dev", len(layers))
-                if entry.get("chosen_layer") not in layers:
-                    fail(f"{where}.chosen_layer", f"expected one of the layers {layers}")
-                if entry.get("chosen_on") not in (CHOSEN_ON_DEV, FIXED_DEFAULT):
-                    fail(f"{where}.chosen_on", f"expected {CHOSEN_ON_DEV!r} or {FIXED_DEFAULT!r}")
-                if entry.get("chosen_on") == CHOSEN_ON_DEV and entry.get("dev") is None:
-                    fail(f"{where}.dev", "a layer chosen on dev needs the dev scores")
+    return check_results(data, path)
 
 
 def variant_order(run: Path) -> list[str]:
@@ -216,7 +139,7 @@ def collect_results(run_dirs: list[Path]) -> list[ModelResult]:
         if not run.is_dir():
             raise MetaXLMError(f"{run}: no such run directory")
         order = variant_order(run)
-        for path in sorted(run.glob("eval/*/results.json")):
+        for path in sorted(RunDir(run).eval.glob(f"*/{RESULTS_FILE}")):
             data = load_results(path)
             variant = data.get("variant") or data["model_name"]
             rank = order.index(variant) if variant in order else len(order)
