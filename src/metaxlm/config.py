@@ -10,8 +10,9 @@ strings): `read_yaml` reads every config, task file and override.
 from __future__ import annotations
 
 import re
+from functools import cached_property
 from pathlib import Path
-from typing import Any, Literal, get_args
+from typing import Any, Literal, NamedTuple, get_args
 
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
@@ -372,7 +373,17 @@ class ReportConfig(Strict):
     findings: dict[str, str] = Field(default_factory=dict)
 
 
+class VariantPlan(NamedTuple):
+    """One pretraining variant's resolved sections."""
+
+    train: TrainConfig
+    model: ModelConfig
+
+
 class RunConfig(Strict):
+    # frozen: the resolved per-variant sections (`variant_plans`) are made once and cannot go stale
+    model_config = ConfigDict(**Strict.model_config, frozen=True)
+
     output_dir: str
     seed: int = 0
     # Multiplies every budget (for users with more compute): pretraining steps (with warmup, evaluation and
@@ -401,14 +412,25 @@ class RunConfig(Strict):
 
     @model_validator(mode="after")
     def _variants_fit(self) -> RunConfig:
-        for name in self.variants:
-            self.train_for(name)  # the merged train and model sections validate
-            self.model_for(name)
+        _ = self.variant_plans    # each variant's merged train and model sections validate, once
         self.variant_order()      # start_from names no cycle
         return self
 
+    @cached_property
+    def variant_plans(self) -> dict[str, VariantPlan]:
+        """Each variant's train and model sections, merged with its overrides and validated once (the config is
+        frozen, so they stay what they were resolved to)."""
+        return {name: VariantPlan(self._merged_train(name), self._merged_model(name)) for name in self.variants}
+
     def model_for(self, variant: str) -> ModelConfig:
         """The run's model section with the variant's own `model` overrides."""
+        return self.variant_plans[variant].model
+
+    def train_for(self, variant: str) -> TrainConfig:
+        """The run's train section with the variant's own `train` overrides, budgets times `scale`."""
+        return self.variant_plans[variant].train
+
+    def _merged_model(self, variant: str) -> ModelConfig:
         override = self.variants[variant].model
         if not override:
             return self.model
@@ -433,8 +455,7 @@ class RunConfig(Strict):
         own = self.variants[variant].seed
         return self.seed if own is None else own
 
-    def train_for(self, variant: str) -> TrainConfig:
-        """The run's train section with the variant's own `train` overrides, budgets times `scale`."""
+    def _merged_train(self, variant: str) -> TrainConfig:
         override = self.variants[variant].train
         if not override:
             return self.scaled(self.train)

@@ -141,9 +141,7 @@ def stage_pretrain(cfg: RunConfig, progress: bool = True, clock: RunClock | None
     from metaxlm.report.pretraining import comparison_markdown, pretraining_comparison
 
     order = cfg.variant_order()  # a variant that starts from another runs after it
-    done = {name: _steps_done(cfg, name) for name in order}
-    if clock is not None:
-        clock.plan_pretraining({name: cfg.train_for(name).steps - done[name] for name in order})
+    done = {name: _steps_done(cfg, name) for name in order}  # the run clock's plan was made from these by run()
     for name in order:
         steps = cfg.train_for(name).steps
         start = time.perf_counter()
@@ -200,7 +198,7 @@ def run(cfg: RunConfig, progress: bool = True) -> None:
     if "pretrain" in cfg.stages:
         clock.plan_pretraining({name: cfg.train_for(name).steps - _steps_done(cfg, name)
                                 for name in cfg.variant_order()})
-    if "evaluate" in cfg.stages:
+    if "evaluate" in cfg.stages:  # a forecast: evaluate_run plans the models that exist once pretraining is done
         from metaxlm.evaluation.recipe import planned_evaluation
 
         clock.plan_evaluation(planned_evaluation(cfg))

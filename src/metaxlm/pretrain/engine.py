@@ -33,6 +33,7 @@ from collections.abc import Callable
 from contextlib import nullcontext
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import torch
 from tqdm import tqdm
@@ -234,6 +235,40 @@ def check_resumed_settings(path: Path, saved: dict | None, current: dict) -> Non
                            f"start the variant afresh (another output_dir, or remove {path.parent.parent})")
 
 
+@dataclass
+class Training:
+    """Everything the loop touches, made once by `set_up`: the loop reads the step, the objectives and their
+    sources, the wrapped module and its optimizer, and how far the run has come (`start`, `tokens`)."""
+
+    cfg: TrainConfig
+    seed: int
+    alpha: float
+    layout: VariantDir
+    tokenizer: Any
+    model: Any                        # the HF model (unwrapped)
+    module: Any                       # the objectives' module as accelerate prepared it (DDP, ...)
+    acc: Any
+    precision: Any
+    objectives: dict[str, Objective]
+    prepare_order: list[str]          # objectives reading another's prepared inputs come after it
+    providers: dict[str, str | None]
+    sources: dict[str, Any]           # batch kind -> its batch source
+    heldout_mlm: MaskedLM
+    eval_rows: dict
+    optimizer: Any
+    scheduler: Any
+    held_params: list                 # the body's parameters during the new-head warm-up
+    new_group: int                    # the param group whose lr the new modules follow
+    warmup_record: dict | None
+    log: RunLog
+    start: int
+    tokens: int
+
+    @property
+    def names(self) -> list[str]:
+        return list(self.objectives)
+
+
 def pretrain(*, model, tokenizer, train_data: dict, heldout_data: dict, cfg: TrainConfig, alpha: float, seed: int,
              out_dir: str | Path, resume: bool = False, resume_from: str | Path | None = None, progress: bool = True,
              objectives: dict[str, Objective] | None = None, parallel_data: dict | None = None,
@@ -249,7 +284,37 @@ def pretrain(*, model, tokenizer, train_data: dict, heldout_data: dict, cfg: Tra
     `export(model, tokenizer, dir, state_dict=...)` writes `final/` (default: the model's `ModelArch.export`; the
     recipe passes another to export a model trained on a trimmed vocabulary with its start's full vocabulary).
     """
-    # -- set-up ------------------------------------------------------------------------------------------------
+    run = set_up(model=model, tokenizer=tokenizer, train_data=train_data, heldout_data=heldout_data, cfg=cfg,
+                 alpha=alpha, seed=seed, out_dir=out_dir, resume=resume, resume_from=resume_from, progress=progress,
+                 objectives=objectives, parallel_data=parallel_data, new_parameters=new_parameters)
+    if run.start == 0:
+        evaluate(run, 0)
+    bar = tqdm(total=cfg.steps, initial=run.start, desc=f"pretrain {run.layout.root.name}", unit="step",
+               disable=not (progress and run.acc.is_main_process), dynamic_ncols=True)
+    last = {}
+    with bar:
+        for step in range(run.start + 1, cfg.steps + 1):
+            last = train_step(run, step)
+            bar.set_postfix(loss=f"{last['loss']:.3f}", tok_s=f"{last['tokens_per_s']:.0f}")
+            bar.update()
+            if step % cfg.log_every == 0 or step == cfg.steps:
+                run.log(last)
+            if step % cfg.eval_every == 0 or step == cfg.steps:
+                evaluate(run, step)
+            if step % cfg.save_every == 0 or step == cfg.steps:
+                save(run, step)
+    if not last and run.start and run.acc.is_main_process:  # resumed at the last step: its logged line is the last
+        last = last_logged(run.layout.metrics, run.start)
+    return finish(run, last, export)
+
+
+# -- set-up ----------------------------------------------------------------------------------------------------------
+def set_up(*, model, tokenizer, train_data: dict, heldout_data: dict, cfg: TrainConfig, alpha: float, seed: int,
+           out_dir: str | Path, resume: bool, resume_from: str | Path | None, progress: bool,
+           objectives: dict[str, Objective] | None, parallel_data: dict | None,
+           new_parameters: set[str] | None) -> Training:
+    """The accelerator and precision, the objectives and their batch sources, the held-out rows, the optimizer and
+    schedule (with the new-head warm-up's held body), and the state of a resumed run."""
     layout = VariantDir(Path(out_dir))
     # objectives' buffers (queues, EMA copies) are per process: DDP must not overwrite them with rank 0's. An
     # architecture's own modules (VECO's cross-attention) get no gradient from objectives that do not use them (MLM
@@ -262,10 +327,10 @@ def pretrain(*, model, tokenizer, train_data: dict, heldout_data: dict, cfg: Tra
         kwargs_handlers=[DistributedDataParallelKwargs(broadcast_buffers=False, find_unused_parameters=may_go_unused)])
     if acc.device.type == "cpu":
         reuse_freed_memory()
-    world, rank = acc.num_processes, acc.process_index
     micro = cfg.batch_size // cfg.grad_accum
-    if micro % world:
-        raise MetaXLMError(f"train.batch_size/grad_accum ({micro}) must be a multiple of the process count ({world})")
+    if micro % acc.num_processes:
+        raise MetaXLMError(f"train.batch_size/grad_accum ({micro}) must be a multiple of the process count "
+                           f"({acc.num_processes})")
 
     context = ObjectiveContext(tokenizer=tokenizer, model_config=model.config, model=model, mask_prob=cfg.mask_prob,
                                seed=seed)
@@ -288,8 +353,7 @@ def pretrain(*, model, tokenizer, train_data: dict, heldout_data: dict, cfg: Tra
                  for k, ds in heldout_data.items()}
     eval_rows = {k: v for k, v in eval_rows.items() if len(v)}
 
-    hf_model = model
-    module = ObjectiveModule(hf_model, objectives)
+    module = ObjectiveModule(model, objectives)
     held, warmup_note, warmup_record = head_warmup_plan(module, new_parameters, cfg)
     if held and acc.distributed_type in (DistributedType.FSDP, DistributedType.DEEPSPEED):
         raise MetaXLMError(f"train.head_warmup_steps: the new-head warm-up drops the body's gradients parameter by "
@@ -305,7 +369,7 @@ def pretrain(*, model, tokenizer, train_data: dict, heldout_data: dict, cfg: Tra
         path = Path(resume_from) if resume_from else latest_checkpoint(layout.ckpt)
         if path is None:
             raise MetaXLMError(f"--resume: no checkpoint under {layout.ckpt}")
-        state = load_checkpoint(path, model=hf_model, optimizer=optimizer, scheduler=scheduler, objectives=objectives)
+        state = load_checkpoint(path, model=model, optimizer=optimizer, scheduler=scheduler, objectives=objectives)
         check_resumed_settings(path, state.get("settings"), trajectory_settings(cfg, seed=seed, alpha=alpha))
         for kind, source in sources.items():
             source.load_state_dict(state["batches"][kind])
@@ -321,146 +385,146 @@ def pretrain(*, model, tokenizer, train_data: dict, heldout_data: dict, cfg: Tra
         print(f"pretrain {layout.root.name}: precision {precision.precision} ({precision.reason})", flush=True)
     if acc.is_main_process and warmup_note:
         print(f"pretrain {layout.root.name}: {warmup_note}", flush=True)
-
-    def evaluate(step: int) -> dict[str, float]:
-        record = {"step": step}
-        if eval_rows:
-            losses = heldout_mlm_loss(hf_model, eval_rows, heldout_mlm, seed=seed + 12345, autocast=acc.autocast)
-            record.update({f"{HELDOUT_LOSS}{k}": v for k, v in losses.items()},
-                          **{f"{HELDOUT_LOSS}mean": sum(losses.values()) / len(losses)})
-        for name, objective in objectives.items():
-            record.update({f"eval/{name}/{k}": v for k, v in objective.evaluate(hf_model, acc.autocast).items()})
-        if len(record) > 1:
-            log(record)
-        return heldout_losses(record)
-
-    if start == 0:
-        evaluate(0)
     names = list(objectives)
-    # objectives reading another's prepared inputs are prepared after it (the order of the others is unchanged)
     prepare_order = [n for n in names if providers[n] is None] + [n for n in names if providers[n] is not None]
-    bar = tqdm(total=cfg.steps, initial=start, desc=f"pretrain {layout.root.name}", unit="step",
-               disable=not (progress and acc.is_main_process), dynamic_ncols=True)
-    last = {}
-    # -- training loop ---------------------------------------------------------------------------------------------
-    for step in range(start + 1, cfg.steps + 1):
-        t0 = time.perf_counter()
-        torch.manual_seed(derive_seed(seed, step, rank))  # dropout: a function of (seed, step, rank)
-        gen = step_generator(seed, step)
+    return Training(cfg, seed, alpha, layout, tokenizer, model, module, acc, precision, objectives, prepare_order,
+                    providers, sources, heldout_mlm, eval_rows, optimizer, scheduler, held_params, new_group,
+                    warmup_record, log, start, tokens)
 
-        # 1. the global batches, prepared identically on every process
-        batches = {kind: source.next_batch(cfg.batch_size) for kind, source in sources.items()}
-        prepared = {}
-        for name in prepare_order:
-            objective, provider = objectives[name], providers[name]
-            batch = batches[objective.batch_kind]
-            prepared[name] = objective.prepare(batch, gen) if provider is None else \
-                objective.prepare_shared(batch, gen, prepared[provider])
 
-        # 2. this process's rows of each micro-batch, labelled; global target counts
-        micro_parts = []
-        with torch.no_grad(), acc.autocast():
-            for m in range(cfg.grad_accum):
-                rows = torch.arange(m * micro + rank, (m + 1) * micro, world)
-                micro_parts.append({n: objectives[n].label(hf_model, prepared[n].rows(rows)) for n in names})
-        counts = torch.tensor([sum(p[n].num_targets for p in micro_parts) for n in names], dtype=torch.float64)
-        if world > 1:
-            counts = acc.reduce(counts.to(acc.device), reduction="sum").cpu()
-        counts = counts.clamp(min=1)
+# -- one optimizer step ----------------------------------------------------------------------------------------------
+def train_step(run: Training, step: int) -> dict:
+    """Steps 1-5 of the module docstring; returns the step's log record."""
+    cfg, acc, objectives, names = run.cfg, run.acc, run.objectives, run.names
+    world, rank = acc.num_processes, acc.process_index
+    micro = cfg.batch_size // cfg.grad_accum
+    t0 = time.perf_counter()
+    torch.manual_seed(derive_seed(run.seed, step, rank))  # dropout: a function of (seed, step, rank)
+    gen = step_generator(run.seed, step)
 
-        # 3. one forward per micro-batch for all objectives; gradients of one big batch
-        loss_sums = torch.zeros(len(names), dtype=torch.float64)
-        for m, parts in enumerate(micro_parts):
-            sync = m == cfg.grad_accum - 1
-            with nullcontext() if sync else acc.no_sync(module), acc.autocast(), training_fast_path(acc.device):
-                losses = module({n: parts[n].tensors for n in names})
-                loss = None
-                for i, n in enumerate(names):
-                    term = objectives[n].weight * losses[n] * world / float(counts[i])
-                    loss = term if loss is None else loss + term
-                acc.backward(loss)
-            loss_sums += torch.stack([losses[n].detach().double().cpu() for n in names])
-        if world > 1:
-            loss_sums = acc.reduce(loss_sums.to(acc.device), reduction="sum").cpu()
-        per_objective = {n: float(loss_sums[i] / counts[i]) for i, n in enumerate(names)}
-        loss_total = sum(objectives[n].weight * v for n, v in per_objective.items())
+    # 1. the global batches, prepared identically on every process
+    batches = {kind: source.next_batch(cfg.batch_size) for kind, source in run.sources.items()}
+    prepared = {}
+    for name in run.prepare_order:
+        objective, provider = objectives[name], run.providers[name]
+        batch = batches[objective.batch_kind]
+        prepared[name] = objective.prepare(batch, gen) if provider is None else \
+            objective.prepare_shared(batch, gen, prepared[provider])
 
-        # 4. a non-finite loss stops before the update
-        if not math.isfinite(loss_total):
-            bar.close()
-            good = latest_checkpoint(layout.ckpt)
-            raise NonFiniteLoss(f"loss is {loss_total} at step {step} (lr {scheduler.get_last_lr()[0]:.3g}); the step "
-                                f"was not applied. Last good checkpoint: {good or 'none yet'}. Lower train.lr or "
-                                f"check the data, then rerun with --resume.")
+    # 2. this process's rows of each micro-batch, labelled; global target counts
+    micro_parts = []
+    with torch.no_grad(), acc.autocast():
+        for m in range(cfg.grad_accum):
+            rows = torch.arange(m * micro + rank, (m + 1) * micro, world)
+            micro_parts.append({n: objectives[n].label(run.model, prepared[n].rows(rows)) for n in names})
+    counts = torch.tensor([sum(p[n].num_targets for p in micro_parts) for n in names], dtype=torch.float64)
+    if world > 1:
+        counts = acc.reduce(counts.to(acc.device), reduction="sum").cpu()
+    counts = counts.clamp(min=1)
 
-        # 5. update, then the objectives' after-step hooks (EMA, queues). In the new-head warm-up the body's
-        # gradients are dropped: AdamW skips a parameter without one (no update, no decay, no moment), so the body
-        # stays bit-identical and starts a fresh Adam state when it joins; the clipping norm is the new modules'
-        warming = bool(held_params) and step <= cfg.head_warmup_steps
-        if warming:
-            for p in held_params:
-                p.grad = None
-        grad_norm = acc.clip_grad_norm_(module.parameters(), cfg.clip)
-        optimizer.step()
-        scheduler.step()
-        optimizer.zero_grad(set_to_none=True)
-        for objective in objectives.values():
-            objective.after_step(hf_model)
+    # 3. one forward per micro-batch for all objectives; gradients of one big batch
+    loss_sums = torch.zeros(len(names), dtype=torch.float64)
+    for m, parts in enumerate(micro_parts):
+        sync = m == cfg.grad_accum - 1
+        with nullcontext() if sync else acc.no_sync(run.module), acc.autocast(), training_fast_path(acc.device):
+            losses = run.module({n: parts[n].tensors for n in names})
+            loss = None
+            for i, n in enumerate(names):
+                term = objectives[n].weight * losses[n] * world / float(counts[i])
+                loss = term if loss is None else loss + term
+            acc.backward(loss)
+        loss_sums += torch.stack([losses[n].detach().double().cpu() for n in names])
+    if world > 1:
+        loss_sums = acc.reduce(loss_sums.to(acc.device), reduction="sum").cpu()
+    per_objective = {n: float(loss_sums[i] / counts[i]) for i, n in enumerate(names)}
+    loss_total = sum(objectives[n].weight * v for n, v in per_objective.items())
 
-        # log, evaluate, save
-        step_tokens = sum(b.num_tokens for b in batches.values())
-        tokens += step_tokens
-        secs = time.perf_counter() - t0
-        last = {"step": step, "loss": loss_total, "lr": scheduler.get_last_lr()[0], "grad_norm": float(grad_norm),
-                "tokens_per_s": step_tokens / secs, "tokens": tokens}
-        if held_params:  # `lr` is the body's; the new modules follow their own schedule
-            last.update({"lr/new": scheduler.get_last_lr()[new_group], **({"head_warmup": 1} if warming else {})})
-        if len(names) > 1:
-            last.update({f"loss/{n}": v for n, v in per_objective.items()})
-        # what the batch sources had to cut or skip (truncated pairs, empty sides), cumulative
-        last.update({f"data/{kind}/{k}": v for kind, source in sources.items() for k, v in source.stats.items()
-                     if k != "rows"})
-        bar.set_postfix(loss=f"{loss_total:.3f}", tok_s=f"{last['tokens_per_s']:.0f}")
-        bar.update()
-        if step % cfg.log_every == 0 or step == cfg.steps:
-            log(last)
-        if step % cfg.eval_every == 0 or step == cfg.steps:
-            evaluate(step)
-        if step % cfg.save_every == 0 or step == cfg.steps:
-            gathered = _gathered_weights(acc, module)
-            if acc.is_main_process:
-                objectives_state = {f"{n}.{k}": v for n, o in objectives.items()
-                                    for k, v in o.checkpoint_state().items()}
-                save_checkpoint(layout.ckpt, step, model=hf_model, weights=gathered,
-                                optimizer=getattr(optimizer, "optimizer", optimizer), scheduler=scheduler,
-                                objectives_state=objectives_state,
-                                state={"batches": {k: s.state_dict() for k, s in sources.items()}, "tokens": tokens,
-                                       "settings": trajectory_settings(cfg, seed=seed, alpha=alpha)},
-                                keep=cfg.keep_checkpoints)
-            acc.wait_for_everyone()
-    bar.close()
-    if not last and start and acc.is_main_process:  # resumed at the last step: its logged line is the last one
-        last = last_logged(layout.metrics, start)
+    # 4. a non-finite loss stops before the update
+    if not math.isfinite(loss_total):
+        good = latest_checkpoint(run.layout.ckpt)
+        raise NonFiniteLoss(f"loss is {loss_total} at step {step} (lr {run.scheduler.get_last_lr()[0]:.3g}); the step "
+                            f"was not applied. Last good checkpoint: {good or 'none yet'}. Lower train.lr or "
+                            f"check the data, then rerun with --resume.")
 
-    # -- the final model -------------------------------------------------------------------------------------------
+    # 5. update, then the objectives' after-step hooks (EMA, queues). In the new-head warm-up the body's
+    # gradients are dropped: AdamW skips a parameter without one (no update, no decay, no moment), so the body
+    # stays bit-identical and starts a fresh Adam state when it joins; the clipping norm is the new modules'
+    warming = bool(run.held_params) and step <= cfg.head_warmup_steps
+    if warming:
+        for p in run.held_params:
+            p.grad = None
+    grad_norm = acc.clip_grad_norm_(run.module.parameters(), cfg.clip)
+    run.optimizer.step()
+    run.scheduler.step()
+    run.optimizer.zero_grad(set_to_none=True)
+    for objective in objectives.values():
+        objective.after_step(run.model)
+
+    step_tokens = sum(b.num_tokens for b in batches.values())
+    run.tokens += step_tokens
+    secs = time.perf_counter() - t0
+    record = {"step": step, "loss": loss_total, "lr": run.scheduler.get_last_lr()[0], "grad_norm": float(grad_norm),
+              "tokens_per_s": step_tokens / secs, "tokens": run.tokens}
+    if run.held_params:  # `lr` is the body's; the new modules follow their own schedule
+        record.update({"lr/new": run.scheduler.get_last_lr()[run.new_group], **({"head_warmup": 1} if warming else {})})
+    if len(names) > 1:
+        record.update({f"loss/{n}": v for n, v in per_objective.items()})
+    # what the batch sources had to cut or skip (truncated pairs, empty sides), cumulative
+    record.update({f"data/{kind}/{k}": v for kind, source in run.sources.items() for k, v in source.stats.items()
+                   if k != "rows"})
+    return record
+
+
+# -- evaluation, checkpoints, the final model ------------------------------------------------------------------------
+def evaluate(run: Training, step: int) -> dict[str, float]:
+    """The held-out MLM loss per language (fixed rows and masks) and each objective's own evaluation, logged."""
+    record = {"step": step}
+    if run.eval_rows:
+        losses = heldout_mlm_loss(run.model, run.eval_rows, run.heldout_mlm, seed=run.seed + 12345,
+                                  autocast=run.acc.autocast)
+        record.update({f"{HELDOUT_LOSS}{k}": v for k, v in losses.items()},
+                      **{f"{HELDOUT_LOSS}mean": sum(losses.values()) / len(losses)})
+    for name, objective in run.objectives.items():
+        record.update({f"eval/{name}/{k}": v for k, v in objective.evaluate(run.model, run.acc.autocast).items()})
+    if len(record) > 1:
+        run.log(record)
+    return heldout_losses(record)
+
+
+def save(run: Training, step: int) -> None:
+    """A checkpoint of everything `--resume` needs: weights, optimizer, schedule, objectives' state, data positions."""
+    gathered = _gathered_weights(run.acc, run.module)
+    if run.acc.is_main_process:
+        objectives_state = {f"{n}.{k}": v for n, o in run.objectives.items() for k, v in o.checkpoint_state().items()}
+        save_checkpoint(run.layout.ckpt, step, model=run.model, weights=gathered,
+                        optimizer=getattr(run.optimizer, "optimizer", run.optimizer), scheduler=run.scheduler,
+                        objectives_state=objectives_state,
+                        state={"batches": {k: s.state_dict() for k, s in run.sources.items()}, "tokens": run.tokens,
+                               "settings": trajectory_settings(run.cfg, seed=run.seed, alpha=run.alpha)},
+                        keep=run.cfg.keep_checkpoints)
+    run.acc.wait_for_everyone()
+
+
+def finish(run: Training, last: dict, export: Callable[..., None] | None) -> PretrainResult:
+    """`final/` (the model, its objectives' trained heads), the final held-out loss and the run's summary."""
     heldout = {}
-    gathered = _gathered_weights(acc, module)
-    if acc.is_main_process:
-        with atomic_dir(layout.final) as tmp:
-            (export or arch_of(hf_model).export)(hf_model, tokenizer, tmp, state_dict=gathered)
+    gathered = _gathered_weights(run.acc, run.module)
+    if run.acc.is_main_process:
+        with atomic_dir(run.layout.final) as tmp:
+            (export or arch_of(run.model).export)(run.model, run.tokenizer, tmp, state_dict=gathered)
             # the objectives' own trained modules (a pointer head, a projection head) beside the HF model, so a
             # later run can continue them (e.g. `dwa: {head: <this dir>}`)
-            heads = {f"{n}.{k}": v.detach().contiguous() for n, o in objectives.items()
+            heads = {f"{n}.{k}": v.detach().contiguous() for n, o in run.objectives.items()
                      for k, v in o.checkpoint_state().items()}
             if heads:
                 from safetensors.torch import save_file
 
                 save_file(heads, str(Path(tmp) / "objectives.safetensors"))
-        heldout = heldout_mlm_loss(hf_model, eval_rows, heldout_mlm, seed=seed + 12345, autocast=acc.autocast) \
-            if eval_rows else {}
-        atomic_write_json(layout.summary, {"steps": cfg.steps, "last": last, "heldout_loss": heldout,
-                                           "precision": precision.record(),
-                                           **({"head_warmup": warmup_record} if warmup_record else {})})
-        log.close()
-    acc.wait_for_everyone()
-    return PretrainResult(layout.root, layout.final, cfg.steps, heldout)
+        heldout = heldout_mlm_loss(run.model, run.eval_rows, run.heldout_mlm, seed=run.seed + 12345,
+                                   autocast=run.acc.autocast) if run.eval_rows else {}
+        atomic_write_json(run.layout.summary, {"steps": run.cfg.steps, "last": last, "heldout_loss": heldout,
+                                               "precision": run.precision.record(),
+                                               **({"head_warmup": run.warmup_record} if run.warmup_record else {})})
+        run.log.close()
+    run.acc.wait_for_everyone()
+    return PretrainResult(run.layout.root, run.layout.final, run.cfg.steps, heldout)
