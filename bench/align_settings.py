@@ -59,8 +59,8 @@ def main() -> int:
     import torch
     from transformers import AutoModel, AutoTokenizer
 
-    from metaxlm.alignment_defaults import DEFAULT_ALPHA, DEFAULT_N_ITER
     from metaxlm.compute.precision import cpu_model
+    from metaxlm.config.alignment_defaults import DEFAULT_ALPHA, DEFAULT_N_ITER
     from metaxlm.data.examples import DEV_FRACTION, dev_test_split
     from metaxlm.features.alignment import WordAligner, scores_by_layer
     from metaxlm.io import atomic_write_json

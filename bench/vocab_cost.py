@@ -58,7 +58,7 @@ def export_cost(cfg, out: Path) -> dict:
     from metaxlm.models.loading import load_pretrained, quiet_transformers
     from metaxlm.pretrain.checkpoint import latest_checkpoint
     from metaxlm.pretrain.recipe import full_vocabulary
-    from metaxlm.rundir import RunDir
+    from metaxlm.run.layout import RunDir
     from metaxlm.vocab import load_tokenizer
 
     tokenizer = load_tokenizer(RunDir.of(cfg).vocab)

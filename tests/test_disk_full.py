@@ -29,7 +29,7 @@ from metaxlm.errors import DataError, DiskFull
 from metaxlm.models import build_mlm
 from metaxlm.pretrain import checkpoint
 from metaxlm.pretrain.engine import RunLog
-from metaxlm.rundir import VariantDir
+from metaxlm.run.layout import VariantDir
 from metaxlm.vocab import load_tokenizer
 
 pytestmark = pytest.mark.usefixtures("one_thread")

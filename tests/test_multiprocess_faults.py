@@ -5,7 +5,7 @@
   2, no traceback, no hang), and `--resume` with 2 processes ends bit-identical to the uninterrupted 2-process run;
 - rank 1 frozen (SIGSTOP): rank 0 stops after METAXLM_COLLECTIVE_TIMEOUT with the timeout message;
 - `metaxlm run` under torchrun: rank 0 alone runs the other stages, every process pretrains;
-- metaxlm.processes itself: the environment, a bad timeout value, the single-process case unchanged.
+- metaxlm.run.processes itself: the environment, a bad timeout value, the single-process case unchanged.
 """
 
 import os
@@ -21,8 +21,8 @@ import pytest
 import torch
 from pretrain_helpers import assert_runs_identical, latest_step, make_config, metrics
 
-from metaxlm import processes
 from metaxlm.errors import ConfigError
+from metaxlm.run import processes
 
 STEPS, SAVE_EVERY, KILL_AT = 60, 10, 20
 TIMEOUT = 10  # METAXLM_COLLECTIVE_TIMEOUT for the frozen peer
@@ -208,7 +208,7 @@ def test_run_under_torchrun_runs_other_stages_on_rank_0_only(runs):
     assert [r["step"] for r in metrics(variant) if "loss" in r] == [1, 2, 3, 4]
 
 
-# -- metaxlm.processes, in this process ------------------------------------------------------------------------------
+# -- metaxlm.run.processes, in this process ------------------------------------------------------------------------------
 
 def test_environment_single_process(monkeypatch):
     for name in ("RANK", "WORLD_SIZE", "LOCAL_RANK", processes.TIMEOUT_ENV):
@@ -285,7 +285,7 @@ def test_sigterm_becomes_the_stop_message(monkeypatch, tmp_path):
 
 def test_other_ranks_skip_the_stages_of_rank_0(monkeypatch, tmp_path):
     from metaxlm.config import load_config
-    from metaxlm.pipeline import run
+    from metaxlm.run.pipeline import run
 
     cfg_file = tmp_path / "cfg.yaml"
     cfg_file.write_text(f"output_dir: {tmp_path / 'out'}\ndata: {{languages: [en], mono: 'unused/{{lang}}'}}\n")

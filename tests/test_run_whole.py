@@ -14,7 +14,7 @@ from pretrain_helpers import TINY, cli, final_weights, metrics
 
 from metaxlm.config import EvalConfig, load_config
 from metaxlm.evaluation.recipe import task_specs
-from metaxlm.runclock import RunClock
+from metaxlm.run.clock import RunClock
 
 BASE = {"output_dir": "unused", "data": {"languages": ["en", "de"], "mono": "unused/{lang}"}}
 

@@ -1,14 +1,14 @@
 """Rerunning a run reuses its vocab and prepare stages while what they were made from is unchanged, and redoes
-them when a config section, an input file or the vocabulary changes (metaxlm.stamps)."""
+them when a config section, an input file or the vocabulary changes (metaxlm.run.stamps)."""
 
 import os
 import shutil
 
 import yaml
 
-from metaxlm import pipeline
 from metaxlm.config import load_config
-from metaxlm.rundir import RunDir
+from metaxlm.run import pipeline
+from metaxlm.run.layout import RunDir
 
 
 def _config(tmp_path, corpora, **vocab):

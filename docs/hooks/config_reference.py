@@ -233,7 +233,7 @@ def reference_markdown() -> str:
         "# Config reference",
         "",
         "Generated from the config schema at every build of this site (`docs/hooks/config_reference.py` "
-        "reads the pydantic models of `src/metaxlm/config.py`, `src/metaxlm/finetune/spec.py` and "
+        "reads the pydantic models of `src/metaxlm/config/schema.py`, `src/metaxlm/finetune/spec.py` and "
         "`src/metaxlm/finetune/hyperparameters.py`, and each "
         "field's comment from the source), so it is always the code's. How configs are read, overridden and "
         "recorded: [Configs](configs.md). Defaults are shown as YAML (`null` is none); `<name>` in a key is "

@@ -9,7 +9,7 @@ from pathlib import Path
 
 from metaxlm import __version__
 from metaxlm.errors import ConfigError, MetaXLMError, SkipReport
-from metaxlm.processes import RunStopped, is_main, label, quiet_other_ranks, world_size
+from metaxlm.run.processes import RunStopped, is_main, label, quiet_other_ranks, world_size
 
 CHECK_FORMATS = ("text", "documents", "jsonl", "parallel", "muse", "freedict", "conllu")
 
@@ -27,15 +27,15 @@ def _load(args):
 
 
 def cmd_run(args) -> None:
-    from metaxlm.pipeline import run
+    from metaxlm.run.pipeline import run
 
     run(_load(args), progress=not args.no_progress)
 
 
 def cmd_pretrain(args) -> None:
     from metaxlm.pretrain.recipe import check_pretraining_config, export_for_evaluation, run_pretrain
-    from metaxlm.rundir import RunDir
-    from metaxlm.runinfo import write_run_info
+    from metaxlm.run.info import write_run_info
+    from metaxlm.run.layout import RunDir
 
     cfg = _load(args)
     check_pretraining_config(cfg)
@@ -50,9 +50,9 @@ def cmd_pretrain(args) -> None:
 
 
 def cmd_prepare(args) -> None:
-    from metaxlm.pipeline import stage_prepare
-    from metaxlm.rundir import RunDir
-    from metaxlm.runinfo import write_run_info
+    from metaxlm.run.info import write_run_info
+    from metaxlm.run.layout import RunDir
+    from metaxlm.run.pipeline import stage_prepare
 
     cfg = _load(args)
     vocab = RunDir.of(cfg).vocab
@@ -63,14 +63,14 @@ def cmd_prepare(args) -> None:
 
 
 def cmd_stats(args) -> None:
-    from metaxlm.pipeline import stage_stats
+    from metaxlm.run.pipeline import stage_stats
 
     stage_stats(_load(args))
 
 
 def cmd_vocab_train(args) -> None:
-    from metaxlm.pipeline import stage_vocab
-    from metaxlm.runinfo import write_run_info
+    from metaxlm.run.info import write_run_info
+    from metaxlm.run.pipeline import stage_vocab
 
     cfg = _load(args)
     write_run_info(cfg.output_dir, cfg)
@@ -119,7 +119,7 @@ def cmd_check(args) -> None:
 def cmd_evaluate(args) -> None:
     from metaxlm.evaluation.recipe import evaluate_run
     from metaxlm.records import RESULTS_FILE
-    from metaxlm.runinfo import write_run_info
+    from metaxlm.run.info import write_run_info
 
     cfg = _load(args)
     write_run_info(cfg.output_dir, cfg)
@@ -387,7 +387,7 @@ def main(argv: list[str] | None = None) -> int:
 
 def _one_voice(args) -> None:
     """Under torchrun / accelerate launch only rank 0 prints, shows progress and warns; an error on any rank is
-    still printed, labelled with its rank (see metaxlm.processes)."""
+    still printed, labelled with its rank (see metaxlm.run.processes)."""
     if world_size() == 1:
         return
     quiet_other_ranks()

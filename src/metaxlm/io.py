@@ -183,7 +183,7 @@ def is_disk_full(err: BaseException, path: str | Path) -> bool:
 def recovery_near(path: str | Path) -> tuple[str, str]:
     """(what is intact, how to continue) for a DiskFull while writing `path`: within a pretraining run, its last good
     checkpoint and --resume; elsewhere ("", ""): DiskFull's defaults (nothing half-written kept, run it again)."""
-    from metaxlm.rundir import checkpoint_near
+    from metaxlm.run.layout import checkpoint_near
 
     ckpt = checkpoint_near(path)
     if ckpt is None:

@@ -305,7 +305,7 @@ def training_accelerator(requested: str = "auto", *, model=None, tokens: int = M
     from accelerate import Accelerator, PartialState
     from accelerate.state import AcceleratorState
 
-    from metaxlm.processes import process_group_kwargs
+    from metaxlm.run.processes import process_group_kwargs
 
     cpu = not torch.cuda.is_available()
     _check(requested, "cpu" if cpu else "cuda")  # before any process-group set-up

@@ -9,7 +9,9 @@ import math
 from dataclasses import dataclass, field
 from fractions import Fraction
 
-from metaxlm.alignment_defaults import DEV_FRACTION  # the share of a gold alignment set held out as dev
+from metaxlm.config.alignment_defaults import (
+    DEV_FRACTION,  # the share of a gold alignment set held out as dev
+)
 
 
 @dataclass(frozen=True)

@@ -32,8 +32,8 @@ from metaxlm.io import atomic_write_json, disk_full_guard
 from metaxlm.models.archs.veco import VECO_SUBDIR
 from metaxlm.models.named import model_dir
 from metaxlm.records import RESULTS_FILE, write_results
-from metaxlm.runclock import RunClock
-from metaxlm.rundir import RunDir
+from metaxlm.run.clock import RunClock
+from metaxlm.run.layout import RunDir
 
 
 @dataclass(frozen=True)

@@ -30,14 +30,14 @@ from metaxlm.alignment import (
     word_links,
     word_pieces,
 )
-from metaxlm.alignment_defaults import (  # chosen on dev: see that module
+from metaxlm.config import INFERENCE_BATCH_TOKENS
+from metaxlm.config.alignment_defaults import (  # chosen on dev: see that module
     DEFAULT_ALPHA,
     DEFAULT_EPS,
     DEFAULT_LAYER_FRACTION,
     DEFAULT_MAX_COUNT,
     DEFAULT_N_ITER,
 )
-from metaxlm.config import INFERENCE_BATCH_TOKENS
 from metaxlm.data.examples import DEV_FRACTION, AlignmentSet, dev_test_split
 from metaxlm.data.padding import length_sorted_batches
 from metaxlm.data.readers import iter_lines

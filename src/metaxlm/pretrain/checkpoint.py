@@ -28,7 +28,7 @@ import torch
 from metaxlm.errors import MetaXLMError
 from metaxlm.io import atomic_write_json, atomic_write_text, disk_full_guard
 from metaxlm.models.loading import quiet_transformers
-from metaxlm.rundir import latest_checkpoint  # noqa: F401  (also imported from here: engine, pipeline, tests)
+from metaxlm.run.layout import latest_checkpoint  # noqa: F401  (also imported from here: engine, pipeline, tests)
 
 CHECKSUMS = "checksums.json"
 OBJECTIVES_FILE = "objectives.safetensors"

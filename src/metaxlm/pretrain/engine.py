@@ -57,7 +57,7 @@ from metaxlm.pretrain.checkpoint import latest_checkpoint, load_checkpoint, save
 from metaxlm.pretrain.objectives import Objective, ObjectiveContext, build_objectives
 from metaxlm.pretrain.objectives.encoding import shared_encodings
 from metaxlm.pretrain.objectives.mlm import MaskedLM, heldout_mlm_loss
-from metaxlm.rundir import HELDOUT_LOSS, VariantDir, heldout_losses
+from metaxlm.run.layout import HELDOUT_LOSS, VariantDir, heldout_losses
 from metaxlm.seeds import derive_seed
 
 

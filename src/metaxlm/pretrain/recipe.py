@@ -3,7 +3,7 @@
 Reads the run's vocabulary and prepared data, builds the variant's starting model — from scratch (XLM), initialized
 from the meta-pretrained English model through vocabulary matching (MetaXLM), or another variant's output / an HF
 model directory (`start_from`) — builds its objectives from the config, and hands both to the engine. Output:
-`<output_dir>/pretrain/<variant>/` with ckpt/, metrics.jsonl, tb/, final/ and summary.json (see metaxlm.rundir).
+`<output_dir>/pretrain/<variant>/` with ckpt/, metrics.jsonl, tb/, final/ and summary.json (see metaxlm.run.layout).
 
 A start model whose vocabulary the run trimmed (`vocab.trim`) trains on the rows of the corpus pieces (cheap: the MLM
 softmax spans the corpus pieces only), and its final/ gets the start's full vocabulary and tokenizer back
@@ -24,9 +24,9 @@ from metaxlm.pretrain.batches import load_prepared
 from metaxlm.pretrain.engine import PretrainResult, pretrain
 from metaxlm.pretrain.objectives import ObjectiveContext, build_objectives, parse_objectives
 from metaxlm.pretrain.vocabulary import FullVocabulary
-from metaxlm.processes import is_main, rank0_first, stop_on_peer_failure, together, wait_for_main
 from metaxlm.registry import load_plugins
-from metaxlm.rundir import RunDir
+from metaxlm.run.layout import RunDir
+from metaxlm.run.processes import is_main, rank0_first, stop_on_peer_failure, together, wait_for_main
 
 
 def objective_spec(cfg: RunConfig, variant: str) -> dict:
@@ -348,7 +348,7 @@ def export_for_evaluation(cfg: RunConfig, variant: str, *, progress: bool = True
 def run_pretrain(cfg: RunConfig, variant: str, *, resume: bool = False, resume_from: str | Path | None = None,
                  progress: bool = True) -> PretrainResult:
     """Pretrain one variant. With several processes (torchrun), a process that dies or hangs stops the others with
-    one message naming the last good checkpoint (metaxlm.processes.stop_on_peer_failure)."""
+    one message naming the last good checkpoint (metaxlm.run.processes.stop_on_peer_failure)."""
     if variant not in cfg.variants:
         raise MetaXLMError(f"no variant {variant!r} in the config (variants: {', '.join(cfg.variants)})")
     with stop_on_peer_failure(RunDir.of(cfg).variant(variant).ckpt):

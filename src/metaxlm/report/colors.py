@@ -17,7 +17,7 @@ from collections.abc import Iterable
 from pathlib import Path
 
 from metaxlm.report.results import ModelResult, variant_order
-from metaxlm.rundir import RunDir
+from metaxlm.run.layout import RunDir
 
 # matplotlib's tab10, with red second so the first two variants (usually baseline and method) differ most.
 PALETTE = ["#1f77b4", "#d62728", "#2ca02c", "#ff7f0e", "#9467bd", "#8c564b", "#e377c2", "#7f7f7f", "#bcbd22",

@@ -57,7 +57,7 @@ from metaxlm.report.results import (
     final_models,
     number,
 )
-from metaxlm.rundir import RunDir
+from metaxlm.run.layout import RunDir
 
 TITLE = "MetaXLM evaluation report"
 # How the alignment table names where its layer comes from (report/results.py AlignmentResult.chosen_on).

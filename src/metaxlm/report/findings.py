@@ -53,7 +53,7 @@ from metaxlm.io import atomic_write_json, json_safe
 from metaxlm.report.cells import DASH, cell, n_seeds, ordered, percent_scale  # scores shown as in task tables
 from metaxlm.report.document import Bullets, Section, Table, Text
 from metaxlm.report.results import AlignmentResult, ModelResult, number, report_config
-from metaxlm.rundir import RunDir
+from metaxlm.run.layout import RunDir
 
 REPRODUCED, NOT_REPRODUCED, INCONCLUSIVE, NO_DATA, NOT_RUN = (
     "reproduced", "not reproduced", "inconclusive", "no data", "not run")

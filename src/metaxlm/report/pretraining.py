@@ -22,7 +22,7 @@ from pathlib import Path
 from metaxlm.io import atomic_write_json, atomic_write_text
 from metaxlm.report import plots
 from metaxlm.report.colors import run_variant_colors
-from metaxlm.rundir import RunDir, VariantDir, heldout_losses
+from metaxlm.run.layout import RunDir, VariantDir, heldout_losses
 
 
 def read_curves(variant_dir: Path) -> dict[int, dict[str, float]]:

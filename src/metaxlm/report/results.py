@@ -20,7 +20,7 @@ from metaxlm.config import ReportConfig, read_yaml, validation_problems
 from metaxlm.errors import DataError, MetaXLMError
 from metaxlm.metrics import lowest_aer_layer
 from metaxlm.records import RESULTS_FILE, check_results
-from metaxlm.rundir import RunDir
+from metaxlm.run.layout import RunDir
 
 
 @dataclass

@@ -12,16 +12,16 @@ import shutil
 import time
 from pathlib import Path
 
-from metaxlm import stamps
 from metaxlm.config import RunConfig
 from metaxlm.data.prepare import prepare_corpora
 from metaxlm.data.stats import corpus_stats, format_stats
 from metaxlm.io import atomic_write_json
 from metaxlm.models.named import model_dir
-from metaxlm.processes import is_main, wait_for_main, world_size
-from metaxlm.runclock import RunClock
-from metaxlm.rundir import RunDir
-from metaxlm.runinfo import finish_run_info, write_run_info
+from metaxlm.run import stamps
+from metaxlm.run.clock import RunClock
+from metaxlm.run.info import finish_run_info, write_run_info
+from metaxlm.run.layout import RunDir
+from metaxlm.run.processes import is_main, wait_for_main, world_size
 from metaxlm.vocab import load_tokenizer, save_spm_as_hf, train_vocab, trim_vocab
 from metaxlm.vocab.load import SPM_FILE
 
@@ -47,7 +47,7 @@ def _prepare_fingerprint(cfg: RunConfig) -> str:
 
 
 def _reused_or_made(cfg: RunConfig, name: str, output: Path, digest: str, make) -> dict:
-    """Run a stage unless its output was made from exactly these inputs (see metaxlm.stamps)."""
+    """Run a stage unless its output was made from exactly these inputs (see metaxlm.run.stamps)."""
     stamp = RunDir.of(cfg).stamp(name)
     info = stamps.reusable(stamp, output, digest)
     if info is not None:

@@ -1,10 +1,9 @@
-"""Typed run configuration: YAML files validated into pydantic models, with `key.sub=value` overrides.
+"""Typed run configuration: YAML files (read by metaxlm.config.yaml) validated into pydantic models, with
+`key.sub=value` overrides.
 
 Unknown keys and wrong types are errors that name the key (e.g. `vocab.size: Input should be a valid
 integer`). Override values are parsed as YAML scalars, so `vocab.size=8000`, `data.alpha=0.3`,
-`data.languages=[en,de]` and `data.skip_bad=true` all get their natural types. Numbers in exponent notation are
-numbers as people write them (`5e-4`, `1e4`, `2.0e-5`; YAML 1.1, which PyYAML follows, reads the first two as
-strings): `read_yaml` reads every config, task file and override.
+`data.languages=[en,de]` and `data.skip_bad=true` all get their natural types.
 """
 
 from __future__ import annotations
@@ -12,64 +11,28 @@ from __future__ import annotations
 import re
 from functools import cached_property
 from pathlib import Path
-from typing import Any, Literal, NamedTuple, get_args
+from typing import Any, Literal, NamedTuple
 
-import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
-from metaxlm.alignment_defaults import (
+from metaxlm.config.alignment_defaults import (
     DEFAULT_ALPHA,
     DEFAULT_EPS,
     DEFAULT_MAX_COUNT,
     DEFAULT_N_ITER,
     DEV_FRACTION,
 )
+from metaxlm.config.defaults import (
+    INFERENCE_BATCH_TOKENS,
+    MASK_PROB,
+    START_OF,
+    AutocastPrecision,
+    Precision,
+)
+from metaxlm.config.yaml import _YAML_ERRORS, _check_values, _yaml_problem, apply_override, read_yaml
 from metaxlm.errors import ConfigError
 from metaxlm.languages import check_language
 from metaxlm.registry import load_plugins
-from metaxlm.textpolicy import text_problem
-
-# Padded tokens per inference batch (items x the longest): on the CPUs measured, batches of ~1,000 tokens ran
-# 1.4-1.6x the tokens/s of 128-item batches (bench/evaluation_profile.py; the smaller working set stays in cache),
-# and a budget keeps a batch of long items from growing with them. Larger suits a GPU: evaluate.batch_tokens,
-# hyperparameters.eval_batch_tokens.
-INFERENCE_BATCH_TOKENS = 1024
-MASK_PROB = 0.15  # BERT's share of tokens chosen for masking: train.mask_prob and every objective that masks
-
-# The precision names (resolved by metaxlm.compute.precision, the one resolver). auto: bf16 only where a measurement
-# shows bf16 matmuls faster (GPU: where supported). Pretraining runs under accelerate, whose fp16 has a loss scaler
-# (GPU only); fine-tuning and inference autocast on their own, without one, so they take no fp16. Probes may also run
-# "native": no autocast, the weights' own dtype (e.g. a bf16 copy of the model).
-Precision = Literal["auto", "bf16", "fp16", "fp32"]
-AutocastPrecision = Literal["auto", "bf16", "fp32"]
-PRECISIONS: tuple[str, ...] = get_args(Precision)
-AUTOCAST_PRECISIONS: tuple[str, ...] = get_args(AutocastPrecision)
-PROBE_PRECISIONS: tuple[str, ...] = (*AUTOCAST_PRECISIONS, "native")
-START_OF = "start_of:"  # evaluate.models: {start: "start_of:<variant>"}, a start_from variant's start model
-
-
-class _ConfigLoader(yaml.SafeLoader):
-    """yaml.SafeLoader reading exponent notation without a dot or an exponent sign (`5e-4`, `1e4`, `3E5`) as a
-    number: a float, or an int when the text has no dot and its value is whole (`1e4` is 10000, so it fits an int
-    field such as train.steps)."""
-
-
-_EXPONENT_NUMBER = re.compile(r"^[-+]?(?:[0-9][0-9_]*(?:\.[0-9_]*)?|\.[0-9_]+)[eE][-+]?[0-9]+$")
-_ConfigLoader.add_implicit_resolver("tag:metaxlm,2026:number", _EXPONENT_NUMBER, list("-+0123456789."))
-
-
-def _exponent_number(loader: yaml.SafeLoader, node: yaml.ScalarNode) -> int | float:
-    text = loader.construct_scalar(node).replace("_", "")
-    value = float(text)
-    return int(value) if "." not in text and value.is_integer() and abs(value) < 2**63 else value
-
-
-_ConfigLoader.add_constructor("tag:metaxlm,2026:number", _exponent_number)
-
-
-def read_yaml(text: str) -> Any:
-    """YAML text as Python values, safely (no tags that build objects), with numbers as people write them."""
-    return yaml.load(text, Loader=_ConfigLoader)  # noqa: S506 (a SafeLoader subclass: safe_load with one resolver)
 
 
 class Strict(BaseModel):
@@ -312,7 +275,7 @@ class AlignmentEvalSpec(Strict):
     # rest (data.examples.dev_test_split). 0: no dev part, everything is test and the layer is the fixed default.
     dev_fraction: float = Field(DEV_FRACTION, ge=0.0, lt=1.0)
     method: Literal["ot", "argmax", "itermax"] = "ot"
-    # the OT aligner (method ot): metaxlm's evaluation defaults (metaxlm/alignment_defaults.py: cosine kernel, μ 0.2,
+    # the OT aligner (method ot): metaxlm's evaluation defaults (metaxlm/config/alignment_defaults.py: cosine kernel, μ 0.2,
     # one filtering iteration, chosen on dev) or XLM-Align's settings under the paper's names (kernel: paper,
     # mu: 1.0, filter_iters: 2; filtering: eq9 / none)
     kernel: Literal["cosine", "paper"] = "cosine"
@@ -508,78 +471,6 @@ class RunConfig(Strict):
         return order
 
 
-# What yaml.safe_load raises besides YAMLError: its constructors call int(), float() and date() on what its
-# resolvers matched (a 5000-digit integer, `!!float abc`, 2020-13-45), and deep nesting exhausts the stack.
-_YAML_ERRORS = (yaml.YAMLError, ValueError, RecursionError)
-
-
-def _yaml_problem(err: Exception) -> str:
-    if isinstance(err, RecursionError):
-        return "nested too deeply"
-    return str(err).split("; use sys.set_int_max_str_digits")[0]  # advice for programmers, not for users
-
-
-# What YAML can express but no run config needs, and what would break saving the config with its run or using it.
-_MAX_VALUES = 100_000  # after expanding aliases (configs/ hold at most 231); "billion laughs" take hours to save
-_MAX_INT_BITS = 64  # seeds, steps, sizes; Python prints no integer of more than 4300 digits
-
-
-def _check_values(tree: dict[str, Any]) -> None:
-    """Raise ValueError naming the key of the first value a run cannot use: text against the readers' policy on
-    control characters (`text_problem`), binary data (!!binary), integers past 64 bits, a YAML alias inside the
-    value it names, or aliases expanding the config to more than _MAX_VALUES values."""
-    sizes: dict[int, int] = {}  # values under each container: one that aliases share is walked once
-    walking: set[int] = set()
-
-    def walk(node: Any, key: str) -> int:
-        if isinstance(node, str):
-            if problem := text_problem(node, multiline=True):
-                raise ValueError(f"{key}: {problem}")
-            return 1
-        if isinstance(node, bytes):
-            raise ValueError(f"{key}: binary data is not a config value")
-        if isinstance(node, int) and node.bit_length() > _MAX_INT_BITS:
-            raise ValueError(f"{key}: integer of more than {_MAX_INT_BITS} bits")
-        if not isinstance(node, dict | list | tuple | set):
-            return 1
-        if id(node) in walking:
-            raise ValueError(f"{key}: a YAML alias inside the value it names")
-        if id(node) not in sizes:
-            walking.add(id(node))
-            total = 1
-            for name, value in node.items() if isinstance(node, dict) else enumerate(node):
-                if isinstance(node, dict):  # a key is a value too, named by repr: it may hold the control character
-                    walk(name, f"{key or 'top level'}: key {name!r}")
-                total += walk(value, f"{key}.{name}" if key else str(name))
-            walking.discard(id(node))
-            sizes[id(node)] = total
-        return sizes[id(node)]
-
-    if (size := walk(tree, "")) > _MAX_VALUES:
-        raise ValueError(f"YAML aliases expand the config to {size:,} values (at most {_MAX_VALUES:,})")
-
-
-def apply_override(tree: dict[str, Any], override: str) -> None:
-    """Apply one `a.b.c=value` override to a nested dict (value parsed as a YAML scalar/flow)."""
-    if "=" not in override:
-        raise ConfigError(f"override {override!r} is not of the form key.sub=value")
-    key, raw = override.split("=", 1)
-    parts = key.strip().split(".")
-    if not all(parts):
-        raise ConfigError(f"override {override!r}: empty key part")
-    try:
-        value = read_yaml(raw) if raw.strip() else ""
-    except _YAML_ERRORS as err:
-        raise ConfigError(f"override {key}: cannot parse value {raw!r}: {_yaml_problem(err)}") from None
-    node = tree
-    for i, part in enumerate(parts[:-1]):
-        child = node.setdefault(part, {})
-        if not isinstance(child, dict):
-            raise ConfigError(f"override {key}: {'.'.join(parts[: i + 1])} is not a section")
-        node = child
-    node[parts[-1]] = value
-
-
 _INNER_KEY = re.compile(r"^([A-Za-z_]\w*(?:\.\w+|\[\d+\])*): (.+)$", re.DOTALL)
 
 
@@ -637,9 +528,3 @@ def load_config(path: str | Path | None, overrides: list[str] = (), model: type[
     # the config's own components (objectives, models, task types) register before any command looks them up
     load_plugins(getattr(cfg, "plugins", []))
     return cfg
-
-
-def dump_config(config: BaseModel, path: Path) -> None:
-    from metaxlm.io import atomic_write_text
-
-    atomic_write_text(path, yaml.safe_dump(config.model_dump(mode="json"), sort_keys=False, allow_unicode=True))

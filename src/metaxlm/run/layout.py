@@ -1,7 +1,7 @@
 """Where a run keeps its files: one layout object instead of path helpers scattered over the stages.
 
     <output_dir>/
-      config.yaml, run_info.json       the resolved config and provenance (metaxlm.runinfo)
+      config.yaml, run_info.json       the resolved config and provenance (metaxlm.run.info)
       timings.json                     the run clock's measured stage, variant and model times
       vocab/  prepared/  stats.json    shared vocabulary, Arrow data, corpus statistics
       stages/<stage>.json              what vocab/ and prepared/ were made from (reused while unchanged)

@@ -16,7 +16,7 @@ from pydantic import BaseModel
 from metaxlm.compute.precision import cpu_model
 from metaxlm.config import dump_config
 from metaxlm.io import atomic_write_json
-from metaxlm.rundir import RunDir
+from metaxlm.run.layout import RunDir
 
 PACKAGES = ("metaxlm", "torch", "transformers", "tokenizers", "sentencepiece", "datasets", "pyarrow", "numpy")
 

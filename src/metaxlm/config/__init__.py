@@ -1,0 +1,45 @@
+"""Configuration: the run and section schemas (`schema`), the YAML they are read from and the overrides (`yaml`),
+and the decisions made once that configs and loops share (`defaults`, `alignment_defaults`). The names every layer
+uses are importable from here; each is defined in one of those modules."""
+
+from metaxlm.config.defaults import (
+    AUTOCAST_PRECISIONS,
+    INFERENCE_BATCH_TOKENS,
+    MASK_PROB,
+    PRECISIONS,
+    PROBE_PRECISIONS,
+    START_OF,
+    AutocastPrecision,
+    Precision,
+)
+from metaxlm.config.schema import (
+    PAPER_MU,
+    AlignmentEvalSpec,
+    CorpusSpec,
+    DataConfig,
+    EvalConfig,
+    MetaConfig,
+    ModelConfig,
+    ParallelSpec,
+    PrepareConfig,
+    ReportConfig,
+    RetrievalEvalSpec,
+    RunConfig,
+    Strict,
+    TrainConfig,
+    TransferConfig,
+    VariantPlan,
+    VocabConfig,
+    format_errors,
+    load_config,
+    validation_problems,
+)
+from metaxlm.config.yaml import apply_override, dump_config, read_yaml
+
+__all__ = [
+    "AUTOCAST_PRECISIONS", "INFERENCE_BATCH_TOKENS", "MASK_PROB", "PAPER_MU", "PRECISIONS", "PROBE_PRECISIONS",
+    "START_OF", "AlignmentEvalSpec", "AutocastPrecision", "CorpusSpec", "DataConfig", "EvalConfig", "MetaConfig",
+    "ModelConfig", "ParallelSpec", "Precision", "PrepareConfig", "ReportConfig", "RetrievalEvalSpec", "RunConfig",
+    "Strict", "TrainConfig", "TransferConfig", "VariantPlan", "VocabConfig", "apply_override", "dump_config",
+    "format_errors", "load_config", "read_yaml", "validation_problems",
+]
