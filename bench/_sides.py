@@ -50,8 +50,8 @@ def timing_overrides(*, cache: str, steps: int, warmup: int, batch_size: int, pr
 def prepare_run(config: Path, overrides: list[str]) -> None:
     """The vocab and prepare stages of the config, once (cached under its output_dir)."""
     from metaxlm.config import load_config
+    from metaxlm.pipeline import stage_prepare, stage_vocab
     from metaxlm.run.layout import RunDir
-    from metaxlm.run.pipeline import stage_prepare, stage_vocab
 
     cfg = load_config(config, overrides)
     run = RunDir.of(cfg)

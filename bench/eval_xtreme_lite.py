@@ -77,7 +77,7 @@ def main(argv: list[str]) -> int:
         print(f"skipped: no benchmark data at {SHARED}")
         return 0
     from metaxlm.config import load_config
-    from metaxlm.run.pipeline import run
+    from metaxlm.pipeline import run
 
     os.chdir(REPO)  # the config's paths (runs/, ../shared/data) are relative to the checkout
     ensure_model()

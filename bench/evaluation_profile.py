@@ -114,8 +114,8 @@ def main() -> int:
     from metaxlm.compute.precision import cpu_model
     from metaxlm.config import load_config
     from metaxlm.io import json_safe
+    from metaxlm.pipeline import stage_vocab
     from metaxlm.run.layout import RunDir
-    from metaxlm.run.pipeline import stage_vocab
 
     cfg = load_config(args.config, args.overrides)
     if not (RunDir.of(cfg).vocab / "tokenizer_config.json").exists():  # what the start model is written with

@@ -161,7 +161,7 @@ def test_one_forward_per_micro_batch_for_all_objectives(parallel_template, teach
 
 # -- composition: a variant continues another variant's output ---------------------------------------------------------
 def test_a_variant_starts_from_another_variants_output(parallel_template, tmp_path):
-    from metaxlm.run.pipeline import stage_pretrain
+    from metaxlm.pipeline import stage_pretrain
 
     cfg = load_config(make_config(parallel_template, tmp_path, steps=3, save_every=3), [
         "variants={base: {init: none}, "

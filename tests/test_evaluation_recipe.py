@@ -15,8 +15,8 @@ from metaxlm.errors import ConfigError, MetaXLMError
 from metaxlm.evaluation import recipe
 from metaxlm.evaluation.recipe import planned_evaluation
 from metaxlm.metrics import lowest_aer_layer
+from metaxlm.pipeline import run
 from metaxlm.pretrain.recipe import export_for_evaluation
-from metaxlm.run.pipeline import run
 from metaxlm.vocab import load_tokenizer
 
 WORDS = "the house is small and the cat sleeps on the red chair near an open window".split()

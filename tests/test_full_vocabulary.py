@@ -56,7 +56,7 @@ def _config(tmp_path, start_dir, *overrides):
                   "objectives": {"mlm": 1.0}},
         "variants": {"cont": {"start_from": str(start_dir)}}}))
     cfg = load_config(path, list(overrides))
-    from metaxlm.run import pipeline
+    from metaxlm import pipeline
 
     pipeline.stage_vocab(cfg, progress=False)
     pipeline.stage_prepare(cfg, progress=False)

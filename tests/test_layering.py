@@ -11,19 +11,18 @@ from pathlib import Path
 SRC = Path(__file__).resolve().parents[1] / "src"
 PACKAGE = SRC / "metaxlm"
 
-# rank of each top-level module or package of metaxlm (`run/` holds modules of several layers: ranked one by one);
-# an import must go to a lower rank (foundations, rank 0, may import each other)
-FOUNDATIONS = ("config", "errors", "io", "languages", "metrics", "records", "registry", "seeds", "textpolicy",
-               "run", "run.layout", "run.stamps", "run.processes", "run.clock")
+# rank of each top-level module or package of metaxlm; an import must go to a lower rank (foundations, rank 0, may
+# import each other)
+FOUNDATIONS = ("config", "errors", "io", "languages", "metrics", "records", "registry", "run", "seeds", "textpolicy")
 RANK = {**dict.fromkeys(FOUNDATIONS, 0),
         "data": 1, "compute": 1, "alignment": 1,
-        "vocab": 2, "run.info": 2,
+        "vocab": 2,
         "models": 3,
         "transfer": 4,
         "pretrain": 5, "finetune": 5, "features": 5,
         "evaluation": 6,
         "report": 7,
-        "run.pipeline": 8,
+        "pipeline": 8,
         "cli": 9, "__main__": 10, "__init__": 0}
 # downward imports that would still make the flow run backwards
 FORBIDDEN = {("evaluation", "pretrain"): "evaluation only reads what pretraining exported (exports.json, start_model/)"}
@@ -65,10 +64,8 @@ def imports(name: str) -> list[tuple[str, int, bool]]:
 
 
 def top(name: str) -> str:
-    """The layer a module belongs to: its top-level module or package, or a module of `run/`."""
+    """The layer a module belongs to: its top-level module or package."""
     parts = name.split(".")
-    if len(parts) > 2 and ".".join(parts[1:3]) in RANK:
-        return ".".join(parts[1:3])
     return parts[1] if len(parts) > 1 else "__init__"
 
 

@@ -285,7 +285,7 @@ def test_sigterm_becomes_the_stop_message(monkeypatch, tmp_path):
 
 def test_other_ranks_skip_the_stages_of_rank_0(monkeypatch, tmp_path):
     from metaxlm.config import load_config
-    from metaxlm.run.pipeline import run
+    from metaxlm.pipeline import run
 
     cfg_file = tmp_path / "cfg.yaml"
     cfg_file.write_text(f"output_dir: {tmp_path / 'out'}\ndata: {{languages: [en], mono: 'unused/{{lang}}'}}\n")

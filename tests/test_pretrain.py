@@ -188,8 +188,8 @@ def test_non_finite_loss_stops_with_clear_message(run_template, tmp_path, monkey
 
 def test_pipeline_compares_xlm_and_metaxlm(run_template, tmp_path):
     """Phase (a) English MLM -> phase (b) init modes -> one comparison with curves and plots."""
+    from metaxlm.pipeline import stage_pretrain
     from metaxlm.report.pretraining import compare_variants
-    from metaxlm.run.pipeline import stage_pretrain
 
     (tmp_path / "en-de.txt").write_text("cat\tKatze\nhouse\tHaus\nsmall\tklein\n")
     path = make_config(run_template, tmp_path, steps=30, eval_every=10, save_every=30, lr=3e-3)

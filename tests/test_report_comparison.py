@@ -15,11 +15,11 @@ from test_evaluation_recipe import WORDS, WORDS_DE, save_tiny_mlm
 from metaxlm.config import load_config
 from metaxlm.errors import ConfigError
 from metaxlm.finetune.scenarios import summarize
+from metaxlm.pipeline import run as run_stages
 from metaxlm.report import comparison
 from metaxlm.report.comparison import Spread, most_different
 from metaxlm.report.evaluation import write_report
 from metaxlm.report.results import collect_results, final_models
-from metaxlm.run.pipeline import run as run_stages
 
 
 def _task(runs: dict[str, list[float]]) -> dict:

@@ -6,8 +6,8 @@ import shutil
 
 import yaml
 
+from metaxlm import pipeline
 from metaxlm.config import load_config
-from metaxlm.run import pipeline
 from metaxlm.run.layout import RunDir
 
 

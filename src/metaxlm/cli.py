@@ -27,7 +27,7 @@ def _load(args):
 
 
 def cmd_run(args) -> None:
-    from metaxlm.run.pipeline import run
+    from metaxlm.pipeline import run
 
     run(_load(args), progress=not args.no_progress)
 
@@ -50,9 +50,9 @@ def cmd_pretrain(args) -> None:
 
 
 def cmd_prepare(args) -> None:
+    from metaxlm.pipeline import stage_prepare
     from metaxlm.run.info import write_run_info
     from metaxlm.run.layout import RunDir
-    from metaxlm.run.pipeline import stage_prepare
 
     cfg = _load(args)
     vocab = RunDir.of(cfg).vocab
@@ -63,14 +63,14 @@ def cmd_prepare(args) -> None:
 
 
 def cmd_stats(args) -> None:
-    from metaxlm.run.pipeline import stage_stats
+    from metaxlm.pipeline import stage_stats
 
     stage_stats(_load(args))
 
 
 def cmd_vocab_train(args) -> None:
+    from metaxlm.pipeline import stage_vocab
     from metaxlm.run.info import write_run_info
-    from metaxlm.run.pipeline import stage_vocab
 
     cfg = _load(args)
     write_run_info(cfg.output_dir, cfg)

@@ -5,12 +5,10 @@ from __future__ import annotations
 import hashlib
 from collections import Counter
 from pathlib import Path
-from typing import TYPE_CHECKING
 
+from tools.demo_bundle import settings as bd
+from tools.demo_bundle.settings import LANGS, Bundle
 from tools.fetch import Package
-
-if TYPE_CHECKING:  # build imports card, so import Bundle for type hints only
-    from tools.demo_bundle.build import Bundle
 
 # How the card and manifest say the bundle is rebuilt (the builder is a tool, not part of the metaxlm package).
 REBUILD_COMMAND = "make demo-data"
@@ -111,8 +109,6 @@ def alignment_meta(pkg: Package, n_verses: int, n_available: int, n_links: int) 
 
 # -- manifest --------------------------------------------------------------------------------------------
 def counts(b: Bundle) -> dict[str, dict[str, int]]:
-    from tools.demo_bundle.build import LANGS
-
     out = {}
     for lang in LANGS:
         c = {"mono": len(b.mono[lang])}
@@ -129,8 +125,6 @@ def counts(b: Bundle) -> dict[str, dict[str, int]]:
 
 
 def manifest(b: Bundle, pkgs: dict[str, Package], files: dict[str, dict]) -> dict:
-    from tools.demo_bundle import build as bd
-
     return {
         "name": "metaxlm-demo",
         "format_version": 1,
@@ -163,7 +157,6 @@ def _majority(train_labels: list[str], test_labels: list[str]) -> tuple[str, flo
 
 
 def data_card(b: Bundle, m: dict) -> str:
-    from tools.demo_bundle import build as bd
     from tools.demo_bundle.libreoffice import SPAN_LABELS
 
     c = m["counts"]

@@ -26,7 +26,6 @@ from __future__ import annotations
 
 import json
 import os
-import platform
 import sys
 import time
 from collections.abc import Callable, Sequence
@@ -38,6 +37,7 @@ import torch
 
 from metaxlm.config import PRECISIONS
 from metaxlm.errors import ConfigError
+from metaxlm.run.info import cpu_bf16_flags, cpu_model
 
 BF16_MIN_SPEEDUP = 1.2  # bf16 matmuls must beat fp32 by this factor for `auto` to pick bf16 on a CPU
 MEASURE_TOKENS = 1024   # rows of the measured matmuls: enough for full-speed kernels, cheap to run
@@ -82,29 +82,6 @@ class PrecisionChoice:
         for dtype, rate in (self.gflops or {}).items():
             out[f"matmul_gflop_s/{dtype}"] = rate
         return out
-
-
-# -- the machine -------------------------------------------------------------------------------------------
-def cpu_model() -> str:
-    """The CPU's model name (/proc/cpuinfo on Linux), else what platform knows."""
-    try:
-        for line in Path("/proc/cpuinfo").read_text(errors="replace").splitlines():
-            if line.startswith("model name"):
-                return line.split(":", 1)[1].strip()
-    except OSError:
-        pass
-    return platform.processor() or platform.machine() or "unknown CPU"
-
-
-def cpu_bf16_flags() -> list[str]:
-    """The CPU flags that make bf16 matmuls fast (a VM may hide some on the same model name)."""
-    try:
-        for line in Path("/proc/cpuinfo").read_text(errors="replace").splitlines():
-            if line.startswith(("flags", "Features")):
-                return sorted(f for f in line.split(":", 1)[1].split() if "bf16" in f or f.startswith("amx"))
-    except OSError:
-        pass
-    return []
 
 
 # -- the measurement ---------------------------------------------------------------------------------------

@@ -9,7 +9,7 @@ tokens, so little compute goes to padding; outputs come back in the features' or
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import TYPE_CHECKING, Any
+from typing import Any, Protocol
 
 import numpy as np
 import torch
@@ -19,11 +19,17 @@ from metaxlm.compute.precision import compute_device, precision_for
 from metaxlm.data.padding import IGNORE, length_sorted_batches
 from metaxlm.finetune.hyperparameters import Hyperparameters
 
-if TYPE_CHECKING:  # annotations only: task types build on this module
-    from metaxlm.finetune.tasks.base import Task
-
 Feature = dict[str, Any]
 MODEL_INPUTS = ("input_ids", "token_type_ids")
+
+
+class HasOutputs(Protocol):
+    """What batched inference needs of a task type (every `metaxlm.finetune.tasks.base.Task` has it; task types
+    build on this module, so it names no task class)."""
+
+    tokenizer: Any
+    output_keys: tuple[str, ...]   # the model output fields kept per feature
+    token_outputs: bool            # per-token outputs, cut to each feature's length
 
 
 def collate(features: list[Feature], pad_id: int, target_keys: Sequence[str] = ()) -> dict[str, torch.Tensor]:
@@ -52,7 +58,7 @@ def collate(features: list[Feature], pad_id: int, target_keys: Sequence[str] = (
 
 
 @torch.inference_mode()
-def predict_outputs(model, task: Task, features: list[Feature], hp: Hyperparameters, *,
+def predict_outputs(model, task: HasOutputs, features: list[Feature], hp: Hyperparameters, *,
                     progress: bool = False, desc: str = "predict") -> list[tuple[np.ndarray, ...]]:
     """The model's outputs (`task.output_keys`, float32) per feature, cut to the feature's length for token outputs."""
     device = compute_device()

@@ -1,4 +1,4 @@
-"""A run of the pipeline: the stages in order (`pipeline`), the run directory's layout (`layout`), its provenance
-(`info`), the whole-run clock (`clock`), what each stage's outputs were made from (`stamps`) and the processes of a
-launch (`processes`). Importing this package imports none of them: `layout`, `stamps` and `processes` are
-foundations every layer may use, `pipeline` sits on top of all."""
+"""What a run keeps besides its models: the run directory's layout (`layout`: every file name of a run), its
+provenance and the machine (`info`), the whole-run clock (`clock`), what each stage's outputs were made from
+(`stamps`) and the processes of a launch (`processes`). Foundations every layer may use; the stages themselves are
+`metaxlm.pipeline`, on top of all. Importing this package imports none of them."""

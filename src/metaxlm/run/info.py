@@ -13,13 +13,35 @@ from pathlib import Path
 
 from pydantic import BaseModel
 
-from metaxlm.compute.precision import cpu_model
 from metaxlm.config import dump_config
 from metaxlm.io import atomic_write_json
 from metaxlm.run.layout import RunDir
 
 PACKAGES = ("metaxlm", "torch", "transformers", "tokenizers", "sentencepiece", "datasets", "pyarrow", "numpy")
 
+
+
+# -- the machine -------------------------------------------------------------------------------------------
+def cpu_model() -> str:
+    """The CPU's model name (/proc/cpuinfo on Linux), else what platform knows."""
+    try:
+        for line in Path("/proc/cpuinfo").read_text(errors="replace").splitlines():
+            if line.startswith("model name"):
+                return line.split(":", 1)[1].strip()
+    except OSError:
+        pass
+    return platform.processor() or platform.machine() or "unknown CPU"
+
+
+def cpu_bf16_flags() -> list[str]:
+    """The CPU flags that make bf16 matmuls fast (a VM may hide some on the same model name)."""
+    try:
+        for line in Path("/proc/cpuinfo").read_text(errors="replace").splitlines():
+            if line.startswith(("flags", "Features")):
+                return sorted(f for f in line.split(":", 1)[1].split() if "bf16" in f or f.startswith("amx"))
+    except OSError:
+        pass
+    return []
 
 def package_versions() -> dict[str, str]:
     out = {"python": platform.python_version()}
