@@ -523,6 +523,7 @@ def finish(run: Training, last: dict, export: Callable[..., None] | None) -> Pre
         heldout = heldout_mlm_loss(run.model, run.eval_rows, run.heldout_mlm, seed=run.seed + 12345,
                                    autocast=run.acc.autocast) if run.eval_rows else {}
         atomic_write_json(run.layout.summary, {"steps": run.cfg.steps, "last": last, "heldout_loss": heldout,
+                                               "processes": run.acc.num_processes,
                                                "precision": run.precision.record(),
                                                **({"head_warmup": run.warmup_record} if run.warmup_record else {})})
         run.log.close()
