@@ -1,8 +1,9 @@
 """Multi-node launch, simulated on this machine (issue 28): two "nodes" of one process each, started as separate
-`torchrun` invocations (`--nnodes 2`, a c10d rendezvous on 127.0.0.1) and as separate `accelerate launch`
-invocations of the shipped multi-node config (`--machine_rank 0/1`), train the same tiny run as one process and as
-one node of two processes with the same global batch: the same losses and weights; only global rank 0 writes. The
-shipped one-node config (configs/accelerate/ddp-cpu-2proc.yaml) is launched the same way."""
+`torchrun` / `python -m metaxlm.launch` invocations (`--nnodes 2`, a c10d rendezvous on 127.0.0.1) and as separate
+`accelerate launch` invocations of the shipped multi-node config (`--machine_rank 0/1`), train the same tiny run as
+one process and as one node of two processes with the same global batch: the same losses and weights; only global
+rank 0 writes. The shipped one-node config (configs/accelerate/ddp-cpu-2proc.yaml) is launched the same way, and a
+node that never arrives ends the other with one line."""
 
 from __future__ import annotations
 
@@ -11,6 +12,7 @@ import shutil
 import socket
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -35,8 +37,9 @@ def two_nodes(launcher: str, args: list[str]) -> list[subprocess.CompletedProces
     port = free_port()
     commands = []
     for node in (0, 1):
-        if launcher == "torchrun":
-            commands.append([str(BIN / "torchrun"), "--nnodes=2", "--nproc-per-node=1", f"--node-rank={node}",
+        if launcher == "torchrun":  # node 0 by torchrun itself, node 1 by metaxlm.launch (torchrun's code)
+            start = [str(BIN / "torchrun")] if node == 0 else [sys.executable, "-m", "metaxlm.launch"]
+            commands.append([*start, "--nnodes=2", "--nproc-per-node=1", f"--node-rank={node}",
                              "--rdzv-backend=c10d", f"--rdzv-endpoint=127.0.0.1:{port}", "--rdzv-id=metaxlm-test",
                              "-m", "metaxlm.cli", *args])
         else:  # the shipped config, one process per "machine" instead of 8 GPUs
@@ -96,3 +99,21 @@ def test_launches_equal_one_process(reference, launcher):
     assert printed.count("pretrained xlm:") == 1
     steps = [line for line in (out / "pretrain" / "xlm" / "metrics.jsonl").read_text().splitlines() if '"loss"' in line]
     assert len(steps) == 3
+
+
+def test_a_node_that_never_arrives_ends_the_other_with_one_line(reference):
+    """`python -m metaxlm.launch` (torchrun's arguments and code): node 0 of 2 waits the rendezvous' join timeout for
+    node 1, which is never started, then ends with one line naming the rendezvous, not torchrun's traceback."""
+    root, cfg, _ = reference
+    join_timeout = 10
+    started = time.monotonic()
+    alone = subprocess.run([sys.executable, "-m", "metaxlm.launch", "--nnodes=2", "--nproc-per-node=1",
+                            "--rdzv-backend=c10d", f"--rdzv-endpoint=127.0.0.1:{free_port()}", "--rdzv-id=alone",
+                            f"--rdzv-conf=join_timeout={join_timeout}", "-m", "metaxlm.cli", "pretrain", str(cfg),
+                            *COMMON, f"output_dir={root / 'alone'}"], capture_output=True, text=True, timeout=TIMEOUT_S)
+    waited = time.monotonic() - started
+    assert alone.returncode == 1 and join_timeout <= waited < join_timeout + 60
+    lines = alone.stderr.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith("metaxlm.launch: error: not every node arrived at the rendezvous")
+    assert "--nnodes 2" in lines[0] and f"within {join_timeout} s" in lines[0]
+    assert not (root / "alone" / "pretrain").exists()  # no worker started
