@@ -54,58 +54,58 @@ def two_nodes(launcher: str, args: list[str]) -> list[subprocess.CompletedProces
     return done
 
 
+def check_launch(out: Path, nodes: list[subprocess.CompletedProcess], references: list[Path]) -> None:
+    """A launch of two processes: both ran, it equals each reference run, and global rank 0 alone wrote."""
+    for node in nodes:
+        assert node.returncode == 0, node.stderr[-3000:]
+    for reference in references:
+        assert_same_losses_and_weights(reference, out / "pretrain" / "xlm", ("loss", "loss/mlm", "loss/tlm"))
+    # two processes trained (a launcher that starts one per node computes the same numbers: the record says)
+    assert json.loads((out / "pretrain" / "xlm" / "summary.json").read_text())["processes"] == 2
+    # only global rank 0 writes: one "pretrained" line in all the output, one metrics log with each step once
+    assert "".join(node.stdout for node in nodes).count("pretrained xlm:") == 1
+    steps = [line for line in (out / "pretrain" / "xlm" / "metrics.jsonl").read_text().splitlines() if '"loss"' in line]
+    assert len(steps) == 3
+
+
 @pytest.fixture(scope="module")
 def reference(parallel_template, tmp_path_factory):
-    """The run in one process, and in one node of two processes (torchrun --standalone)."""
+    """The run in one process, and in one node of two processes: the shipped one-node accelerate config."""
     root = tmp_path_factory.mktemp("multinode")
     cfg = make_config(parallel_template, root)
     for name in ("one", "one_node"):
         shutil.copytree(parallel_template, root / name)
     one = cli("pretrain", str(cfg), *COMMON, OBJECTIVES, f"output_dir={root / 'one'}")
     assert one.returncode == 0, one.stderr[-3000:]
-    node = subprocess.run([str(BIN / "torchrun"), "--standalone", "--nproc-per-node=2", "-m", "metaxlm.cli",
-                           "pretrain", str(cfg), *COMMON, OBJECTIVES, f"output_dir={root / 'one_node'}"],
-                          capture_output=True, text=True, timeout=TIMEOUT_S)
-    assert node.returncode == 0, node.stderr[-3000:]
+    assert json.loads((root / "one" / "pretrain" / "xlm" / "summary.json").read_text())["processes"] == 1
+    node = subprocess.run([str(BIN / "accelerate"), "launch", "--config_file", str(ACCELERATE / "ddp-cpu-2proc.yaml"),
+                           f"--main_process_port={free_port()}", "-m", "metaxlm.cli", "pretrain", str(cfg), *COMMON,
+                           OBJECTIVES, f"output_dir={root / 'one_node'}"], capture_output=True, text=True,
+                          timeout=TIMEOUT_S)
     runs = {name: root / name / "pretrain" / "xlm" for name in ("one", "one_node")}
-    return root, cfg, runs
+    return root, cfg, runs, node
 
 
-def launched(root: Path, cfg: Path, name: str, launcher: str) -> tuple[Path, list[subprocess.CompletedProcess]]:
-    out = root / name
+def test_one_node_of_two_processes_equals_one_process(reference):
+    """configs/accelerate/ddp-cpu-2proc.yaml starts two processes (accelerate's MULTI_CPU type started one)."""
+    root, _, runs, node = reference
+    check_launch(root / "one_node", [node], [runs["one"]])
+
+
+@pytest.mark.parametrize("launcher", ["torchrun", "accelerate"])
+def test_two_nodes_equal_one_node_and_one_process(reference, launcher):
+    root, cfg, runs, _ = reference
+    out = root / f"two_nodes_{launcher}"
     shutil.copytree(root / "one", out, ignore=shutil.ignore_patterns("pretrain"))
-    args = ["pretrain", str(cfg), *COMMON, OBJECTIVES, f"output_dir={out}"]
-    if launcher == "accelerate-one-node":
-        command = [str(BIN / "accelerate"), "launch", "--config_file", str(ACCELERATE / "ddp-cpu-2proc.yaml"),
-                   f"--main_process_port={free_port()}", "-m", "metaxlm.cli", *args]
-        return out, [subprocess.run(command, capture_output=True, text=True, timeout=TIMEOUT_S)]
-    return out, two_nodes(launcher, args)
-
-
-@pytest.mark.parametrize("launcher", ["torchrun", "accelerate", "accelerate-one-node"])
-def test_launches_equal_one_process(reference, launcher):
-    root, cfg, runs = reference
-    out, nodes = launched(root, cfg, f"launched_{launcher}", launcher)
-    for node in nodes:
-        assert node.returncode == 0, node.stderr[-3000:]
-    names = ("loss", "loss/mlm", "loss/tlm")
-    assert_same_losses_and_weights(runs["one"], out / "pretrain" / "xlm", names)
-    assert_same_losses_and_weights(runs["one_node"], out / "pretrain" / "xlm", names)
-    # two processes trained (a launcher that starts one per node computes the same numbers: the record says)
-    assert json.loads((out / "pretrain" / "xlm" / "summary.json").read_text())["processes"] == 2
-    assert json.loads((runs["one"] / "summary.json").read_text())["processes"] == 1
-    # only global rank 0 writes: one "pretrained" line in all the output, one metrics log with each step once
-    printed = "".join(node.stdout for node in nodes)
-    assert printed.count("pretrained xlm:") == 1
-    steps = [line for line in (out / "pretrain" / "xlm" / "metrics.jsonl").read_text().splitlines() if '"loss"' in line]
-    assert len(steps) == 3
+    nodes = two_nodes(launcher, ["pretrain", str(cfg), *COMMON, OBJECTIVES, f"output_dir={out}"])
+    check_launch(out, nodes, [runs["one"], runs["one_node"]])
 
 
 def test_a_node_that_never_arrives_ends_the_other_with_one_line(reference):
     """`python -m metaxlm.launch` (torchrun's arguments and code): node 0 of 2 waits the rendezvous' join timeout for
     node 1, which is never started, then ends with one line naming the rendezvous, not torchrun's traceback."""
-    root, cfg, _ = reference
-    join_timeout = 10
+    root, cfg, _, _ = reference
+    join_timeout = 5
     started = time.monotonic()
     alone = subprocess.run([sys.executable, "-m", "metaxlm.launch", "--nnodes=2", "--nproc-per-node=1",
                             "--rdzv-backend=c10d", f"--rdzv-endpoint=127.0.0.1:{free_port()}", "--rdzv-id=alone",
