@@ -180,11 +180,35 @@ def is_disk_full(err: BaseException, path: str | Path) -> bool:
         return False
 
 
+# A pretraining run's checkpoints: <run>/ckpt/step_N/, and the pointer <run>/ckpt/latest naming the last finished one,
+# moved (atomically) only after a checkpoint is complete. Defined here, below the run layout (metaxlm.run.layout),
+# because a DiskFull anywhere in a run names the checkpoint to resume from.
+CHECKPOINTS_DIR = "ckpt"
+LATEST_POINTER = "latest"
+
+
+def latest_checkpoint(ckpt_root: Path) -> Path | None:
+    """The checkpoint `ckpt_root/latest` names, if it is complete (the pointer is only moved to a finished one)."""
+    pointer = Path(ckpt_root) / LATEST_POINTER
+    if not pointer.exists():
+        return None
+    path = Path(ckpt_root) / pointer.read_text().strip()
+    return path if (path / "trainer_state.json").exists() else None
+
+
+def checkpoint_near(path: str | Path) -> Path | None:
+    """The latest checkpoint of the pretraining run that `path` belongs to, or None. A run's files sit at most three
+    levels below its directory (ckpt/.tmp-step_N/optimizer.pt), and only a run directory holds ckpt/latest: so a
+    DiskFull raised by a generic write (the final model, summary.json) can still name the checkpoint to resume."""
+    for folder in list(Path(os.path.abspath(path)).parents)[:3]:
+        if (folder / CHECKPOINTS_DIR / LATEST_POINTER).is_file():
+            return latest_checkpoint(folder / CHECKPOINTS_DIR)
+    return None
+
+
 def recovery_near(path: str | Path) -> tuple[str, str]:
     """(what is intact, how to continue) for a DiskFull while writing `path`: within a pretraining run, its last good
     checkpoint and --resume; elsewhere ("", ""): DiskFull's defaults (nothing half-written kept, run it again)."""
-    from metaxlm.run.layout import checkpoint_near
-
     ckpt = checkpoint_near(path)
     if ckpt is None:
         return "", ""

@@ -26,9 +26,14 @@ from pathlib import Path
 import torch
 
 from metaxlm.errors import MetaXLMError
-from metaxlm.io import atomic_write_json, atomic_write_text, disk_full_guard
+from metaxlm.io import (
+    LATEST_POINTER,
+    atomic_write_json,
+    atomic_write_text,
+    disk_full_guard,
+    latest_checkpoint,  # noqa: F401  (also imported from here: engine, pipeline, tests)
+)
 from metaxlm.models.loading import quiet_transformers
-from metaxlm.run.layout import latest_checkpoint  # noqa: F401  (also imported from here: engine, pipeline, tests)
 
 CHECKSUMS = "checksums.json"
 OBJECTIVES_FILE = "objectives.safetensors"
@@ -96,13 +101,13 @@ def save_checkpoint(ckpt_root: Path, step: int, *, model, optimizer, scheduler, 
             os.replace(tmp, final)
 
     def unpublish() -> None:  # a checkpoint `latest` does not name is never resumed from: give its space back
-        pointer = ckpt_root / "latest"
+        pointer = ckpt_root / LATEST_POINTER
         if not (pointer.exists() and pointer.read_text().strip() == final.name):
             shutil.rmtree(final, ignore_errors=True)
 
-    with disk_full_guard(ckpt_root / "latest", what="the checkpoint pointer", part=f"to {final.name}",
+    with disk_full_guard(ckpt_root / LATEST_POINTER, what="the checkpoint pointer", part=f"to {final.name}",
                          cleanup=unpublish, **recovery):
-        atomic_write_text(ckpt_root / "latest", final.name + "\n")
+        atomic_write_text(ckpt_root / LATEST_POINTER, final.name + "\n")
     for old in sorted(ckpt_root.glob("step_*"))[:-keep]:
         shutil.rmtree(old, ignore_errors=True)
     return final

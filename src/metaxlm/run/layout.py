@@ -15,9 +15,10 @@
 
 from __future__ import annotations
 
-import os
 from dataclasses import dataclass
 from pathlib import Path
+
+from metaxlm.io import CHECKPOINTS_DIR
 
 # metrics.jsonl: the held-out MLM loss of each language is logged as HELDOUT_LOSS + <lang>, their mean as
 # HELDOUT_LOSS + "mean" (written by the engine, read by the report)
@@ -38,7 +39,7 @@ class VariantDir:
 
     @property
     def ckpt(self) -> Path:
-        return self.root / "ckpt"
+        return self.root / CHECKPOINTS_DIR
 
     @property
     def final(self) -> Path:
@@ -134,22 +135,3 @@ class RunDir:
     @property
     def report(self) -> Path:
         return self.root / "report"
-
-
-def latest_checkpoint(ckpt_root: Path) -> Path | None:
-    """The checkpoint `ckpt_root/latest` names, if it is complete (the pointer is only moved to a finished one)."""
-    pointer = Path(ckpt_root) / "latest"
-    if not pointer.exists():
-        return None
-    path = Path(ckpt_root) / pointer.read_text().strip()
-    return path if (path / "trainer_state.json").exists() else None
-
-
-def checkpoint_near(path: str | Path) -> Path | None:
-    """The latest checkpoint of the pretraining run that `path` belongs to, or None. A run's files sit at most three
-    levels below its directory (ckpt/.tmp-step_N/optimizer.pt), and only a run directory holds ckpt/latest: so a
-    DiskFull raised by a generic write (the final model, summary.json) can still name the checkpoint to resume."""
-    for folder in list(Path(os.path.abspath(path)).parents)[:3]:
-        if (folder / "ckpt" / "latest").is_file():
-            return latest_checkpoint(folder / "ckpt")
-    return None

@@ -168,7 +168,7 @@ def collective_failure(err: BaseException) -> str | None:
 
 
 def stopped_message(cause: str, ckpt_dir: str | Path | None) -> str:
-    from metaxlm.run.layout import latest_checkpoint
+    from metaxlm.io import latest_checkpoint
 
     good = latest_checkpoint(Path(ckpt_dir)) if ckpt_dir is not None else None
     if good is None:
