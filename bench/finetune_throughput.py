@@ -69,12 +69,12 @@ def run_side(side: str, name: str, args) -> dict:
     import torch
 
     from metaxlm.compute.precision import compute_device
+    from metaxlm.finetune.inference import resolved_precision
     from metaxlm.finetune.models import load_model
     from metaxlm.finetune.trainer import (
         encode_items,
         finetune,
         predict,
-        resolved_precision,
         set_seed,
     )
 

@@ -43,6 +43,10 @@ from metaxlm.errors import DataError
 from metaxlm.io import atomic_write_json, json_safe
 
 RESULTS_FILE = "results.json"  # <run>/eval/<model>/results.json; `metaxlm finetune`: <out>/results.json
+# A task entry's `report_hints` (declared by its task type, metaxlm.finetune.tasks.base.Task): `percent`: the scores
+# already are percent; `scores`: further scores curves and headline columns show, `names` to print them;
+# `directional`: one result per translation direction. These are the defaults a type changes.
+DEFAULT_REPORT_HINTS: dict[str, Any] = {"percent": False, "scores": [], "names": {}, "directional": False}
 CHOSEN_ON_DEV, FIXED_DEFAULT = "dev", "fixed default"
 
 

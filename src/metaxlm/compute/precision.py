@@ -288,9 +288,8 @@ def training_accelerator(requested: str = "auto", *, model=None, tokens: int = M
     _check(requested, "cpu" if cpu else "cuda")  # before any process-group set-up
     state = PartialState(cpu=cpu, **process_group_kwargs())  # several processes: METAXLM_COLLECTIVE_TIMEOUT
     if model is not None:
-        choice = precision_for(model, requested, tokens=tokens, device=state.device, announce=state.is_main_process)
-    else:
-        choice = resolve_precision(requested, state.device, shapes=shapes, announce=state.is_main_process)
+        shapes = model_matmul_shapes(model, tokens)
+    choice = resolve_precision(requested, state.device, shapes=shapes, announce=state.is_main_process)
     # accelerate keeps one AcceleratorState per process and refuses a second precision; an earlier run of this
     # process (another variant, whose `auto` chose otherwise for its shapes) may have set one: start it anew
     if AcceleratorState._shared_state.get("_mixed_precision") not in (None, choice.mixed_precision):

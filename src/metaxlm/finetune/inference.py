@@ -15,7 +15,7 @@ import numpy as np
 import torch
 from tqdm import tqdm
 
-from metaxlm.compute.precision import compute_device, precision_for
+from metaxlm.compute.precision import PrecisionChoice, compute_device, precision_for
 from metaxlm.data.padding import IGNORE, length_sorted_batches
 from metaxlm.finetune.hyperparameters import Hyperparameters
 
@@ -30,6 +30,12 @@ class HasOutputs(Protocol):
     tokenizer: Any
     output_keys: tuple[str, ...]   # the model output fields kept per feature
     token_outputs: bool            # per-token outputs, cut to each feature's length
+
+
+def resolved_precision(model, hp: Hyperparameters, device: torch.device, batch_size: int) -> PrecisionChoice:
+    """hp.precision on `device` (metaxlm.compute.precision.precision_for) for batches of `batch_size` features: what
+    training, inference and generation of a task run in."""
+    return precision_for(model, hp.precision, tokens=batch_size * hp.max_seq_len, device=device)
 
 
 def collate(features: list[Feature], pad_id: int, target_keys: Sequence[str] = ()) -> dict[str, torch.Tensor]:
@@ -64,7 +70,7 @@ def predict_outputs(model, task: HasOutputs, features: list[Feature], hp: Hyperp
     device = compute_device()
     model.to(device).eval()
     pad_id = task.tokenizer.pad_token_id if task.tokenizer.pad_token_id is not None else 0
-    precision = precision_for(model, hp.precision, tokens=hp.eval_batch_size * hp.max_seq_len, device=device)
+    precision = resolved_precision(model, hp, device, hp.eval_batch_size)
     batches = length_sorted_batches([len(f["input_ids"]) for f in features], hp.eval_batch_size, hp.eval_batch_tokens)
     results: list[tuple[np.ndarray, ...] | None] = [None] * len(features)
     for chunk in tqdm(batches, desc=desc, unit="batch", disable=not progress, leave=False):

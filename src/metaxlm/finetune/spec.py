@@ -119,10 +119,12 @@ class TaskSpec(Strict):
         if self.format not in FORMATS:
             raise ValueError(f"format: unknown benchmark format {self.format!r} (registered: "
                              f"{', '.join(FORMATS.names())})")
-        yields = FORMATS.get(self.format).examples
-        if yields is None or task_type.examples is None or not issubclass(yields, task_type.examples):
-            fitting = [f for f in FORMATS.names() if FORMATS.get(f).examples is not None and task_type.examples
-                       is not None and issubclass(FORMATS.get(f).examples, task_type.examples)]
+        def fits(fmt: str) -> bool:  # the format yields the examples the type reads
+            yields = FORMATS.get(fmt).examples
+            return yields is not None and task_type.examples is not None and issubclass(yields, task_type.examples)
+
+        if not fits(self.format):
+            fitting = [f for f in FORMATS.names() if fits(f)]
             raise ValueError(f"format {self.format!r} does not fit type {self.type}: {self.type} tasks read "
                              f"{' or '.join(fitting) or 'no registered format'}")
         if self.dev_from_train is not None and self.train_from != "train":

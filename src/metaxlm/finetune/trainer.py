@@ -27,9 +27,10 @@ from tqdm import tqdm
 
 from metaxlm.compute.fastpath import training_fast_path
 from metaxlm.compute.optim import adamw
-from metaxlm.compute.precision import PrecisionChoice, compute_device, precision_for
+from metaxlm.compute.precision import compute_device
 from metaxlm.errors import MetaXLMError
 from metaxlm.finetune.hyperparameters import Hyperparameters
+from metaxlm.finetune.inference import resolved_precision
 from metaxlm.finetune.tasks.base import Feature, Task
 from metaxlm.finetune.used_rows import UsedRows
 
@@ -53,11 +54,6 @@ def set_dropout(model, p: float) -> None:
         for key in ("hidden_dropout_prob", "attention_probs_dropout_prob"):
             if hasattr(config, key):
                 setattr(config, key, p)
-
-
-def resolved_precision(model, hp: Hyperparameters, device: torch.device, batch_size: int) -> PrecisionChoice:
-    """hp.precision on `device` (metaxlm.compute.precision.precision_for) for batches of `batch_size` features."""
-    return precision_for(model, hp.precision, tokens=batch_size * hp.max_seq_len, device=device)
 
 
 def encode_items(task: Task, items: Sequence, *, train: bool) -> tuple[list[Feature], list[list[int]]]:

@@ -325,7 +325,8 @@ def export_for_evaluation(cfg: RunConfig, variant: str, *, progress: bool = True
     from metaxlm.io import atomic_write_json
     from metaxlm.vocab import load_tokenizer
 
-    run, vdir = RunDir.of(cfg), RunDir.of(cfg).variant(variant)
+    run = RunDir.of(cfg)
+    vdir = run.variant(variant)
     if variant in cfg.start_models_evaluated():
         save_start_model(cfg, variant, progress=progress)
     checkpoints: dict[str, dict[str, str]] = {}

@@ -6,6 +6,7 @@ from __future__ import annotations
 import math
 import re
 
+from metaxlm.records import DEFAULT_REPORT_HINTS
 from metaxlm.report.results import number
 
 DASH = "–"
@@ -13,7 +14,6 @@ DASH = "–"
 # How a task's results are shown, as its task type declares it (metaxlm.finetune.tasks: Task.report_hints, copied
 # into each results.json task entry), so the report needs no list of task types. Entries written before types
 # declared them carry none: the built-in types' declarations stand in for them.
-DEFAULT_HINTS = {"percent": False, "scores": [], "names": {}, "directional": False}
 _BEFORE_HINTS = {"qa": {"percent": True},
                  "translation": {"percent": True, "scores": ["bleu", "chrf"], "names": {"bleu": "BLEU", "chrf": "chrF"},
                                  "directional": True}}
@@ -22,7 +22,7 @@ _BEFORE_HINTS = {"qa": {"percent": True},
 def report_hints(entry: dict) -> dict:
     """The report hints of a results.json task (or transfer-matrix) entry."""
     declared = entry.get("report_hints")
-    return {**DEFAULT_HINTS, **(declared if isinstance(declared, dict) else _BEFORE_HINTS.get(entry.get("type"), {}))}
+    return {**DEFAULT_REPORT_HINTS, **(declared if isinstance(declared, dict) else _BEFORE_HINTS.get(entry.get("type"), {}))}
 
 
 def slug(name: str) -> str:

@@ -18,6 +18,7 @@ import numpy as np
 
 from metaxlm.finetune.hyperparameters import Hyperparameters
 from metaxlm.finetune.inference import Feature, collate, predict_outputs
+from metaxlm.records import DEFAULT_REPORT_HINTS
 
 # a fine-tuned model giving one answer to at least this share of the test items (when the gold answers are less
 # uniform) has learned a prior, not the task: results.json and the report mark it "collapsed"
@@ -53,7 +54,7 @@ class Task:
     # already are percent (as official QA and sacreBLEU scripts report them); `scores`: the scores of `report()`
     # that curves and headline columns show beside the main metric, with `names` to print them; `directional`: one
     # result per translation direction (source→language).
-    report_hints: ClassVar[dict[str, Any]] = {"percent": False, "scores": [], "names": {}, "directional": False}
+    report_hints: ClassVar[dict[str, Any]] = DEFAULT_REPORT_HINTS
 
     @classmethod
     def check_spec(cls, spec) -> None:

@@ -17,10 +17,11 @@ from typing import Any
 import torch
 import torch.nn.functional as F
 
-from metaxlm.compute.precision import compute_device, precision_for
+from metaxlm.compute.precision import compute_device
 from metaxlm.data.examples import TranslationExample
 from metaxlm.data.padding import IGNORE, pad_right
 from metaxlm.finetune.hyperparameters import Hyperparameters
+from metaxlm.finetune.inference import resolved_precision
 from metaxlm.finetune.tasks import register_task
 from metaxlm.finetune.tasks.base import Feature, Task, collapsed_to_one
 
@@ -108,7 +109,7 @@ class TranslationTask(Task):
 
         device = compute_device()
         model.to(device)
-        precision = precision_for(model, hp.precision, tokens=hp.eval_batch_size * hp.max_seq_len, device=device)
+        precision = resolved_precision(model, hp, device, hp.eval_batch_size)
         return generate_translations(model, self.tokenizer, [ex.source for ex in examples], num_beams=hp.num_beams,
                                      length_penalty=hp.length_penalty, no_repeat_ngram_size=hp.no_repeat_ngram_size,
                                      max_new_tokens=hp.max_new_tokens,
