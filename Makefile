@@ -10,7 +10,7 @@ export TOKENIZERS_PARALLELISM := false
 # Material's end-of-life notice on every mkdocs build (not a problem of this site).
 export NO_MKDOCS_2_WARNING := 1
 
-.PHONY: setup demo test lint docs bench soak demo-data large-corpora check-report clean
+.PHONY: setup demo test lint docs bench soak gpu-check demo-data large-corpora check-report clean
 
 $(STAMP): pyproject.toml constraints.txt Makefile
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
@@ -64,6 +64,12 @@ bench: setup $(BENCH_STAMP) $(LARGE_CORPORA)
 # larger than a cgroup memory limit, a killed process of two. About 70 minutes; the tmpfs and cgroup parts need root.
 soak: setup
 	$(BIN)/python bench/run_all.py --soak
+
+# For a machine with GPUs (docs/scale-out.md): every objective pretrained briefly in bf16 on one GPU and in DDP on
+# all, a fine-tuning and a translation step; tokens/s and MFU printed, the JSON record in runs/gpu-check.json.
+# Without CUDA: one line saying so, exit 0.
+gpu-check: setup
+	$(BIN)/python -m metaxlm.check_gpu --out runs/gpu-check.json
 
 # Open a report in headless Chromium (Debian's package, installed when missing): images load and fit, no sideways
 # scrolling, every figure captioned; a full-page screenshot is saved beside the report for a human to look at.

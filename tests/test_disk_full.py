@@ -114,7 +114,7 @@ def trained(tokenizer_dir):
 
 
 def save(trained, root: Path, step: int) -> Path:
-    return checkpoint.save_checkpoint(root, step, model=trained.model, optimizer=trained.optimizer,
+    return checkpoint.save_checkpoint(root, step, model=trained.model, optimizer_state=trained.optimizer.state_dict(),
                                       scheduler=trained.scheduler, state={"tokens": step}, keep=5,
                                       objectives_state={"moco.queue": torch.arange(12.0).reshape(3, 4)})
 

@@ -16,6 +16,7 @@ import torch
 import transformers
 
 from metaxlm.cli import main
+from metaxlm.compute.sharding import optimizer_state
 from metaxlm.data.examples import TaggingExample
 from metaxlm.errors import DataError, MetaXLMError
 from metaxlm.features.layers import load_encoder
@@ -28,6 +29,7 @@ from metaxlm.models.loading import load_model_config, load_pretrained
 from metaxlm.pretrain.checkpoint import (
     CorruptCheckpoint,
     load_checkpoint,
+    load_optimizer_states,
     load_training_state,
     save_checkpoint,
 )
@@ -319,9 +321,10 @@ def test_tampered_optimizer_state_is_refused_unrun(tmp_path):
                                                                  num_attention_heads=2, intermediate_size=16))
     optimizer = torch.optim.AdamW(model.parameters())
     scheduler = torch.optim.lr_scheduler.LinearLR(optimizer)
-    ckpt = save_checkpoint(tmp_path / "ckpt", 1, model=model, optimizer=optimizer, scheduler=scheduler, state={},
-                           keep=1)
-    assert load_checkpoint(ckpt, model=model, optimizer=optimizer, scheduler=scheduler)["step"] == 1
+    ckpt = save_checkpoint(tmp_path / "ckpt", 1, model=model, optimizer_state=optimizer_state(model, optimizer),
+                           scheduler=scheduler, state={}, keep=1)
+    assert load_checkpoint(ckpt, model=model)["step"] == 1
+    load_optimizer_states(ckpt, module=model, optimizer=optimizer, scheduler=scheduler)
 
     marker = tmp_path / "marker"
     torch.save({"state": RunsCode(marker)}, ckpt / "optimizer.pt")
@@ -329,7 +332,7 @@ def test_tampered_optimizer_state_is_refused_unrun(tmp_path):
     sums["optimizer.pt"] = hashlib.sha256((ckpt / "optimizer.pt").read_bytes()).hexdigest()
     (ckpt / "checksums.json").write_text(json.dumps(sums))
     with pytest.raises(CorruptCheckpoint, match=r"optimizer.pt: not a plain training state.*weights_only=False"):
-        load_checkpoint(ckpt, model=model, optimizer=optimizer, scheduler=scheduler)
+        load_optimizer_states(ckpt, module=model, optimizer=optimizer, scheduler=scheduler)
     assert not marker.exists()
     (ckpt / "scheduler.pt").write_bytes(b"not a torch file")
     with pytest.raises(CorruptCheckpoint, match="scheduler.pt: not a plain training state"):

@@ -8,15 +8,24 @@ node that never arrives ends the other with one line."""
 from __future__ import annotations
 
 import json
+import os
 import shutil
+import signal
 import socket
 import subprocess
 import sys
 import time
 from pathlib import Path
 
+import psutil
 import pytest
-from pretrain_helpers import assert_same_losses_and_weights, cli, make_config
+from pretrain_helpers import (
+    assert_runs_identical,
+    assert_same_losses_and_weights,
+    cli,
+    latest_step,
+    make_config,
+)
 
 BIN = Path(sys.executable).parent
 ACCELERATE = Path(__file__).resolve().parents[1] / "configs" / "accelerate"
@@ -32,8 +41,9 @@ def free_port() -> int:
         return s.getsockname()[1]
 
 
-def two_nodes(launcher: str, args: list[str]) -> list[subprocess.CompletedProcess]:
-    """Start the two nodes of one run at once, each its own launcher process, as on two machines."""
+def start_two_nodes(launcher: str, args: list[str]) -> tuple[list[list[str]], list[subprocess.Popen]]:
+    """Start the two nodes of one run at once, each its own launcher process (and process group), as on two
+    machines."""
     port = free_port()
     commands = []
     for node in (0, 1):
@@ -46,7 +56,15 @@ def two_nodes(launcher: str, args: list[str]) -> list[subprocess.CompletedProces
             commands.append([str(BIN / "accelerate"), "launch", "--config_file", str(ACCELERATE / "ddp-gpu-multinode.yaml"),
                              "--num_processes=2", f"--machine_rank={node}", "--main_process_ip=127.0.0.1",
                              f"--main_process_port={port}", "-m", "metaxlm.cli", *args])
-    nodes = [subprocess.Popen(c, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True) for c in commands]
+    # one thread per process, as torchrun sets for several processes per node: two "machines" share two cores
+    env = {**os.environ, "OMP_NUM_THREADS": "1"}
+    return commands, [subprocess.Popen(c, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env,
+                                       start_new_session=True) for c in commands]
+
+
+def two_nodes(launcher: str, args: list[str]) -> list[subprocess.CompletedProcess]:
+    """The two nodes of one run, to their end."""
+    commands, nodes = start_two_nodes(launcher, args)
     done = []
     for node, process in zip(commands, nodes, strict=True):
         out, err = process.communicate(timeout=TIMEOUT_S)
@@ -117,3 +135,43 @@ def test_a_node_that_never_arrives_ends_the_other_with_one_line(reference):
     assert len(lines) == 1 and lines[0].startswith("metaxlm.launch: error: not every node arrived at the rendezvous")
     assert "--nnodes 2" in lines[0] and f"within {join_timeout} s" in lines[0]
     assert not (root / "alone" / "pretrain").exists()  # no worker started
+
+
+def test_killing_one_node_stops_the_other_and_resume_continues_exactly(reference):
+    """Node 1 (its launcher and its worker) SIGKILLed after a checkpoint, as when a machine dies: node 0 stops with
+    one line naming the last good checkpoint; both nodes started again with --resume end bit-identical to the
+    uninterrupted two-node run (logs, weights)."""
+    root, cfg, _, _ = reference
+    steps = 24  # long enough to be killed midway on a loaded machine
+    longer = [*(a for a in COMMON if not a.startswith("train.steps=")), f"train.steps={steps}", "train.save_every=4",
+              "train.eval_every=20", "train.keep_checkpoints=20"]
+    for name in ("uninterrupted", "killed"):
+        shutil.copytree(root / "one", root / name, ignore=shutil.ignore_patterns("pretrain"))
+    for node in two_nodes("torchrun", ["pretrain", str(cfg), *longer, OBJECTIVES, f"output_dir={root / 'uninterrupted'}"]):
+        assert node.returncode == 0, node.stderr[-3000:]
+    args = ["pretrain", str(cfg), *longer, OBJECTIVES, f"output_dir={root / 'killed'}"]
+    ckpt = root / "killed" / "pretrain" / "xlm" / "ckpt"
+    _, (node0, node1) = start_two_nodes("torchrun", args)
+    try:
+        deadline = time.monotonic() + TIMEOUT_S
+        while not ((ckpt / "latest").exists() and latest_step(ckpt) >= 8):
+            assert time.monotonic() < deadline and node0.poll() is None, "no checkpoint of step 8"
+            time.sleep(0.01)
+        machine = [node1.pid, *(p.pid for p in psutil.Process(node1.pid).children(recursive=True))]
+        for pid in machine:  # the whole "machine": launcher and worker (torchrun starts it in a session of its own)
+            os.kill(pid, signal.SIGKILL)
+        node1.wait()
+        assert latest_step(ckpt) < steps, "the run finished before the kill"
+        _, err = node0.communicate(timeout=120)  # no hang
+    finally:
+        for node in (node0, node1):
+            if node.poll() is None:
+                os.killpg(node.pid, signal.SIGKILL)
+    assert node0.returncode != 0
+    stops = [line for line in err.splitlines() if line.startswith("metaxlm: error:")]
+    assert len(stops) == 1 and str(ckpt / (ckpt / "latest").read_text().strip()) in stops[0], err[-3000:]
+    resumed = two_nodes("torchrun", [*args, "--resume"])
+    for node in resumed:
+        assert node.returncode == 0, node.stderr[-3000:]
+    assert_runs_identical(root / "uninterrupted" / "pretrain" / "xlm", root / "killed" / "pretrain" / "xlm", steps,
+                          files=("model.safetensors",))

@@ -191,6 +191,9 @@ class TrainConfig(Strict):
     clip: float = Field(1.0, gt=0.0)
     # auto: bf16 only where a start-up measurement shows bf16 matmuls faster (GPU: where supported); fp16: GPU only
     precision: Precision = "auto"
+    # with several processes: none = each holds the whole model and optimizer (DDP); fsdp = torch's FSDP
+    # (`fully_shard`) splits parameters, gradients and AdamW's moments across them (compute/sharding.py)
+    sharding: Literal["none", "fsdp"] = "none"
     # name -> weight, or name -> {weight: w, <the objective's own options>} (see pretrain/objectives/)
     objectives: dict[str, float | dict[str, Any]] = Field(default_factory=lambda: {"mlm": 1.0})
     mask_prob: float = Field(MASK_PROB, gt=0.0, lt=1.0)

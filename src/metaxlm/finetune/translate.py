@@ -24,6 +24,7 @@ from typing import Any
 import torch
 from tqdm import tqdm
 
+from metaxlm.compute.precision import compute_device
 from metaxlm.data.padding import pad_right
 from metaxlm.errors import DataError, MetaXLMError
 from metaxlm.finetune.models import load_finetune_tokenizer, load_seq2seq, special_token
@@ -193,7 +194,8 @@ def translate_file(model_dir: str | Path, src: str | Path, out: str | Path, *, t
     from metaxlm.io import atomic_write_text
     from metaxlm.models.loading import check_vocabulary_fits
 
-    model = load_seq2seq(model_dir)  # a wrong model dir fails before stdin is read
+    # on the device every loop uses (the GPU when there is one); generate_translations follows the model
+    model = load_seq2seq(model_dir).to(compute_device())  # a wrong model dir fails before stdin is read
     texts = read_sentences(src)
     tokenizer = load_finetune_tokenizer(model_dir, tokenizer_dir)
     check_vocabulary_fits(model, tokenizer, model_dir, tokenizer_dir or model_dir)

@@ -3,7 +3,8 @@
     ckpt/step_00000200/
       model.safetensors, config.json   the model (HF format: loads with AutoModelForMaskedLM.from_pretrained)
       objectives.safetensors           the objectives' own modules and buffers (heads, EMA copies, queues)
-      optimizer.pt, scheduler.pt       loaded with torch.load(weights_only=True)
+      optimizer.pt, scheduler.pt       loaded with torch.load(weights_only=True); the optimizer's state keyed by
+                                       parameter name, whole even when training sharded it (compute/sharding.py)
       trainer_state.json               step, data positions, tokens
       checksums.json                   sha256 of every file above, written last
     ckpt/latest                        the name of the newest complete checkpoint
@@ -25,6 +26,7 @@ from pathlib import Path
 
 import torch
 
+from metaxlm.compute.sharding import load_optimizer_state
 from metaxlm.errors import MetaXLMError
 from metaxlm.io import (
     LATEST_POINTER,
@@ -51,9 +53,10 @@ def sha256_file(path: Path, chunk: int = 1 << 22) -> str:
     return h.hexdigest()
 
 
-def save_checkpoint(ckpt_root: Path, step: int, *, model, optimizer, scheduler, state: dict, keep: int,
+def save_checkpoint(ckpt_root: Path, step: int, *, model, optimizer_state: dict, scheduler, state: dict, keep: int,
                     objectives_state: dict[str, torch.Tensor] | None = None, weights: dict | None = None) -> Path:
-    """`weights`: gathered full weights when the model is sharded (FSDP/DeepSpeed); else the model's own.
+    """`weights`: the gathered whole weights when the model is sharded; else the model's own. `optimizer_state`:
+    `compute.sharding.optimizer_state` of the run.
 
     A full disk at any point is a DiskFull naming the checkpoint and the file that failed; the partial checkpoint is
     removed (so the freed space is real) and the previous one, still named by `latest`, is untouched."""
@@ -83,7 +86,7 @@ def save_checkpoint(ckpt_root: Path, step: int, *, model, optimizer, scheduler, 
                 save_file({k: v.detach().cpu().contiguous() for k, v in objectives_state.items()},
                           str(tmp / OBJECTIVES_FILE))
         with writing("optimizer.pt"):
-            _torch_save(optimizer.state_dict(), tmp / "optimizer.pt")
+            _torch_save(optimizer_state, tmp / "optimizer.pt")
         with writing("scheduler.pt"):
             _torch_save(scheduler.state_dict(), tmp / "scheduler.pt")
         atomic_write_json(tmp / "trainer_state.json", {"step": step, **state})
@@ -162,8 +165,9 @@ def load_training_state(file: Path) -> dict:
                                 f"you wrote") from None
 
 
-def load_checkpoint(path: Path, *, model, optimizer, scheduler, objectives=None) -> dict:
-    """Verify, then restore the model, the objectives' state, optimizer and scheduler; return trainer_state."""
+def load_checkpoint(path: Path, *, model, objectives=None) -> dict:
+    """Verify, then restore the model and the objectives' state; return trainer_state. The optimizer and schedule
+    follow with `load_optimizer_states` once the optimizer exists (under sharding: once the model is sharded)."""
     from safetensors.torch import load_file
 
     verify_checkpoint(path)
@@ -179,6 +183,11 @@ def load_checkpoint(path: Path, *, model, optimizer, scheduler, objectives=None)
         prefix = f"{name}."
         objective.load_checkpoint_state({k[len(prefix):]: v for k, v in saved.items() if k.startswith(prefix)},
                                         str(path / OBJECTIVES_FILE))
-    optimizer.load_state_dict(load_training_state(path / "optimizer.pt"))
-    scheduler.load_state_dict(load_training_state(path / "scheduler.pt"))
     return json.loads((path / "trainer_state.json").read_text())
+
+
+def load_optimizer_states(path: Path, *, module, optimizer, scheduler) -> None:
+    """Restore the optimizer (its state keyed by parameter names of `module`, the objectives' module unwrapped;
+    sharded or not) and the schedule of the verified checkpoint `path`."""
+    load_optimizer_state(module, optimizer, load_training_state(path / "optimizer.pt"))
+    scheduler.load_state_dict(load_training_state(path / "scheduler.pt"))

@@ -27,6 +27,7 @@ from __future__ import annotations
 
 import json
 import math
+import os
 import re
 import time
 from collections.abc import Callable
@@ -41,6 +42,7 @@ from tqdm import tqdm
 from metaxlm.compute.fastpath import reuse_freed_memory, training_fast_path
 from metaxlm.compute.optim import adamw, linear_schedule
 from metaxlm.compute.precision import training_accelerator
+from metaxlm.compute.sharding import full_model_state, full_tensors, gathered, optimizer_state, shard
 from metaxlm.config import TrainConfig
 from metaxlm.errors import MetaXLMError
 from metaxlm.io import (
@@ -53,7 +55,12 @@ from metaxlm.io import (
 )
 from metaxlm.models.arch import arch_of
 from metaxlm.pretrain.batches import BATCH_SOURCES, fixed_eval_batches
-from metaxlm.pretrain.checkpoint import latest_checkpoint, load_checkpoint, save_checkpoint
+from metaxlm.pretrain.checkpoint import (
+    latest_checkpoint,
+    load_checkpoint,
+    load_optimizer_states,
+    save_checkpoint,
+)
 from metaxlm.pretrain.objectives import Objective, ObjectiveContext, build_objectives
 from metaxlm.pretrain.objectives.encoding import shared_encodings
 from metaxlm.pretrain.objectives.mlm import MaskedLM, heldout_mlm_loss
@@ -152,15 +159,36 @@ def step_generator(seed: int, step: int) -> torch.Generator:
     return torch.Generator().manual_seed(derive_seed(seed, step))
 
 
-def _gathered_weights(acc, module) -> dict | None:
-    """Full HF weights under FSDP/DeepSpeed (collective: every process calls it); None otherwise, when
-    the local model already holds them."""
+def whole_state(run: Training) -> tuple[dict | None, dict[str, torch.Tensor], dict]:
+    """What a checkpoint or `final/` writes: the model's weights (None: take them from the model, which holds them
+    whole), the objectives' states and the optimizer's state, whole. Collective under sharding: every process calls
+    it; what it returns is complete on the main process."""
+    if not (run.sharded or run.acc.is_main_process):
+        return None, {}, {}
+    objectives_state = {f"{n}.{k}": v for n, o in run.objectives.items() for k, v in o.checkpoint_state().items()}
+    weights = None
+    if run.sharded:
+        full = full_model_state(run.module)
+        weights = {k.removeprefix("model."): v for k, v in full.items() if k.startswith("model.")}
+        objectives_state = full_tensors(objectives_state)
+    return weights, objectives_state, optimizer_state(run.objective_module, run.optimizer)
+
+
+def check_launch(acc) -> None:
+    """Refuse launches that would not train what the config says: accelerate's own FSDP / DeepSpeed wrapping (metaxlm
+    shards with torch's FSDP itself: `train.sharding: fsdp`, any multi-process launch), and processes started as
+    several (WORLD_SIZE) that each train alone — what accelerate's FSDP config does on a machine without GPUs."""
     from accelerate.utils import DistributedType
 
-    if acc.distributed_type not in (DistributedType.FSDP, DistributedType.DEEPSPEED):
-        return None
-    full = acc.get_state_dict(module)
-    return {k.removeprefix("model."): v for k, v in full.items() if k.startswith("model.")}
+    if acc.distributed_type in (DistributedType.FSDP, DistributedType.DEEPSPEED):
+        raise MetaXLMError(f"accelerate's distributed type {acc.distributed_type.value} is not how metaxlm shards a "
+                           f"model: launch with a multi-process config (configs/accelerate/ddp-*.yaml, or torchrun) "
+                           f"and set train.sharding=fsdp (torch's FSDP, docs/scale-out.md)")
+    world = int(os.environ.get("WORLD_SIZE", "1"))
+    if world > 1 and acc.num_processes == 1:
+        raise MetaXLMError(f"the launcher started {world} processes (WORLD_SIZE={world}) but they did not join one "
+                           f"process group: each would train alone. Launch with torchrun or a configs/accelerate/ddp-*"
+                           f".yaml config (sharding: train.sharding=fsdp)")
 
 
 class RunLog:
@@ -246,7 +274,9 @@ class Training:
     layout: VariantDir
     tokenizer: Any
     model: Any                        # the HF model (unwrapped)
-    module: Any                       # the objectives' module as accelerate prepared it (DDP, ...)
+    objective_module: Any             # the objectives' module (the model and the objectives' own modules), unwrapped
+    module: Any                       # ... as it trains: prepared by accelerate (DDP, ...) or sharded in place
+    sharded: bool                     # train.sharding: fsdp with several processes
     acc: Any
     precision: Any
     objectives: dict[str, Objective]
@@ -316,15 +346,20 @@ def set_up(*, model, tokenizer, train_data: dict, heldout_data: dict, cfg: Train
     """The accelerator and precision, the objectives and their batch sources, the held-out rows, the optimizer and
     schedule (with the new-head warm-up's held body), and the state of a resumed run."""
     layout = VariantDir(Path(out_dir))
+    context = ObjectiveContext(tokenizer=tokenizer, model_config=model.config, model=model, mask_prob=cfg.mask_prob,
+                               seed=seed)
+    objectives = objectives if objectives is not None else build_objectives(cfg.objectives, context)
     # objectives' buffers (queues, EMA copies) are per process: DDP must not overwrite them with rank 0's. An
     # architecture's own modules (VECO's cross-attention) get no gradient from objectives that do not use them (MLM
-    # in IS mode, CS weights 0): DDP must be told that parameters may go unused, or it fails on the next step.
-    from accelerate.utils import DistributedDataParallelKwargs, DistributedType
+    # in IS mode, CS weights 0), nor does the MLM head when no objective goes through it (DWA, MoCo or distillation
+    # alone): DDP must be told that parameters may go unused, or it fails on the next step.
+    from accelerate.utils import DistributedDataParallelKwargs
 
-    may_go_unused = bool(arch_of(model).own_parameters(model))
+    may_go_unused = bool(arch_of(model).own_parameters(model)) or not any(o.uses_mlm_head for o in objectives.values())
     acc, precision = training_accelerator(
         cfg.precision, model=model, tokens=min(cfg.batch_size, 16) * cfg.seq_len,
         kwargs_handlers=[DistributedDataParallelKwargs(broadcast_buffers=False, find_unused_parameters=may_go_unused)])
+    check_launch(acc)
     if acc.device.type == "cpu":
         reuse_freed_memory()
     micro = cfg.batch_size // cfg.grad_accum
@@ -332,9 +367,6 @@ def set_up(*, model, tokenizer, train_data: dict, heldout_data: dict, cfg: Train
         raise MetaXLMError(f"train.batch_size/grad_accum ({micro}) must be a multiple of the process count "
                            f"({acc.num_processes})")
 
-    context = ObjectiveContext(tokenizer=tokenizer, model_config=model.config, model=model, mask_prob=cfg.mask_prob,
-                               seed=seed)
-    objectives = objectives if objectives is not None else build_objectives(cfg.objectives, context)
     providers = input_providers(objectives)
     heldout_mlm = next((o for o in objectives.values() if type(o) is MaskedLM), None) or \
         MaskedLM(MaskedLM.Options(), context)
@@ -355,26 +387,33 @@ def set_up(*, model, tokenizer, train_data: dict, heldout_data: dict, cfg: Train
 
     module = ObjectiveModule(model, objectives)
     held, warmup_note, warmup_record = head_warmup_plan(module, new_parameters, cfg)
-    if held and acc.distributed_type in (DistributedType.FSDP, DistributedType.DEEPSPEED):
-        raise MetaXLMError(f"train.head_warmup_steps: the new-head warm-up drops the body's gradients parameter by "
-                           f"parameter, which sharded training ({acc.distributed_type.value}) does not allow: use "
-                           f"one process or DDP, or set it to 0")
+    sharded = cfg.sharding == "fsdp" and acc.num_processes > 1
+    if held and sharded:
+        raise MetaXLMError("train.head_warmup_steps: the new-head warm-up is not supported with train.sharding=fsdp "
+                           "(it holds the body by dropping its gradients between backward and step, which FSDP "
+                           "reduces and shards in backward): use one process or DDP (sharding: none), or set it to 0")
+    start, tokens, path = 0, 0, None
+    if resume or resume_from:
+        path = Path(resume_from) if resume_from else latest_checkpoint(layout.ckpt)
+        if path is None:
+            raise MetaXLMError(f"--resume: no checkpoint under {layout.ckpt}")
+        state = load_checkpoint(path, model=model, objectives=objectives)  # whole weights, before any sharding
+        check_resumed_settings(path, state.get("settings"), trajectory_settings(cfg, seed=seed, alpha=alpha))
+        for kind, source in sources.items():
+            source.load_state_dict(state["batches"][kind])
+        start, tokens = state["step"], state.get("tokens", 0)
+    if sharded:  # in place, before the optimizer: it must hold the sharded parameters
+        shard(module, tuple({type(layer) for layer in arch_of(model).layers(model)}), acc.device)
     optimizer = adamw(module.named_parameters(), lr=cfg.lr, betas=cfg.betas, eps=cfg.eps,
                       weight_decay=cfg.weight_decay,
                       lr_scales={f"objectives.{n}.": o.options.lr_scale for n, o in objectives.items()}, held=held)
     scheduler = linear_schedule(optimizer, min(cfg.warmup_steps, cfg.steps), cfg.steps,
                                 held_steps=cfg.head_warmup_steps)
-    start, tokens = 0, 0
-    if resume or resume_from:
-        path = Path(resume_from) if resume_from else latest_checkpoint(layout.ckpt)
-        if path is None:
-            raise MetaXLMError(f"--resume: no checkpoint under {layout.ckpt}")
-        state = load_checkpoint(path, model=model, optimizer=optimizer, scheduler=scheduler, objectives=objectives)
-        check_resumed_settings(path, state.get("settings"), trajectory_settings(cfg, seed=seed, alpha=alpha))
-        for kind, source in sources.items():
-            source.load_state_dict(state["batches"][kind])
-        start, tokens = state["step"], state.get("tokens", 0)
-    module, optimizer = acc.prepare(module, optimizer)
+    if path is not None:
+        load_optimizer_states(path, module=module, optimizer=optimizer, scheduler=scheduler)
+    objective_module = module
+    if not sharded:
+        module, optimizer = acc.prepare(module, optimizer)
     module.train()
     # the body's parameters as the optimizer holds them (adamw put them in groups of their own), and the group
     # whose lr the new modules follow
@@ -385,9 +424,12 @@ def set_up(*, model, tokenizer, train_data: dict, heldout_data: dict, cfg: Train
         print(f"pretrain {layout.root.name}: precision {precision.precision} ({precision.reason})", flush=True)
     if acc.is_main_process and warmup_note:
         print(f"pretrain {layout.root.name}: {warmup_note}", flush=True)
+    if acc.is_main_process and progress and cfg.sharding == "fsdp":
+        print(f"pretrain {layout.root.name}: " + (f"sharded across {acc.num_processes} processes (FSDP)" if sharded
+              else "train.sharding=fsdp with one process: nothing to shard, the model trains whole"), flush=True)
     names = list(objectives)
     prepare_order = [n for n in names if providers[n] is None] + [n for n in names if providers[n] is not None]
-    return Training(cfg, seed, alpha, layout, tokenizer, model, module, acc, precision, objectives, prepare_order,
+    return Training(cfg, seed, alpha, layout, tokenizer, model, objective_module, module, sharded, acc, precision, objectives, prepare_order,
                     providers, sources, heldout_mlm, eval_rows, optimizer, scheduler, held_params, new_group,
                     warmup_record, log, start, tokens)
 
@@ -413,7 +455,7 @@ def train_step(run: Training, step: int) -> dict:
 
     # 2. this process's rows of each micro-batch, labelled; global target counts
     micro_parts = []
-    with torch.no_grad(), acc.autocast():
+    with torch.no_grad(), acc.autocast(), gathered(run.module):
         for m in range(cfg.grad_accum):
             rows = torch.arange(m * micro + rank, (m + 1) * micro, world)
             micro_parts.append({n: objectives[n].label(run.model, prepared[n].rows(rows)) for n in names})
@@ -479,13 +521,14 @@ def train_step(run: Training, step: int) -> dict:
 def evaluate(run: Training, step: int) -> dict[str, float]:
     """The held-out MLM loss per language (fixed rows and masks) and each objective's own evaluation, logged."""
     record = {"step": step}
-    if run.eval_rows:
-        losses = heldout_mlm_loss(run.model, run.eval_rows, run.heldout_mlm, seed=run.seed + 12345,
-                                  autocast=run.acc.autocast)
-        record.update({f"{HELDOUT_LOSS}{k}": v for k, v in losses.items()},
-                      **{f"{HELDOUT_LOSS}mean": sum(losses.values()) / len(losses)})
-    for name, objective in run.objectives.items():
-        record.update({f"eval/{name}/{k}": v for k, v in objective.evaluate(run.model, run.acc.autocast).items()})
+    with gathered(run.module):
+        if run.eval_rows:
+            losses = heldout_mlm_loss(run.model, run.eval_rows, run.heldout_mlm, seed=run.seed + 12345,
+                                      autocast=run.acc.autocast)
+            record.update({f"{HELDOUT_LOSS}{k}": v for k, v in losses.items()},
+                          **{f"{HELDOUT_LOSS}mean": sum(losses.values()) / len(losses)})
+        for name, objective in run.objectives.items():
+            record.update({f"eval/{name}/{k}": v for k, v in objective.evaluate(run.model, run.acc.autocast).items()})
     if len(record) > 1:
         run.log(record)
     return heldout_losses(record)
@@ -493,12 +536,10 @@ def evaluate(run: Training, step: int) -> dict[str, float]:
 
 def save(run: Training, step: int) -> None:
     """A checkpoint of everything `--resume` needs: weights, optimizer, schedule, objectives' state, data positions."""
-    gathered = _gathered_weights(run.acc, run.module)
+    weights, objectives_state, optimizer = whole_state(run)
     if run.acc.is_main_process:
-        objectives_state = {f"{n}.{k}": v for n, o in run.objectives.items() for k, v in o.checkpoint_state().items()}
-        save_checkpoint(run.layout.ckpt, step, model=run.model, weights=gathered,
-                        optimizer=getattr(run.optimizer, "optimizer", run.optimizer), scheduler=run.scheduler,
-                        objectives_state=objectives_state,
+        save_checkpoint(run.layout.ckpt, step, model=run.model, weights=weights, optimizer_state=optimizer,
+                        scheduler=run.scheduler, objectives_state=objectives_state,
                         state={"batches": {k: s.state_dict() for k, s in run.sources.items()}, "tokens": run.tokens,
                                "settings": trajectory_settings(run.cfg, seed=run.seed, alpha=run.alpha)},
                         keep=run.cfg.keep_checkpoints)
@@ -508,22 +549,27 @@ def save(run: Training, step: int) -> None:
 def finish(run: Training, last: dict, export: Callable[..., None] | None) -> PretrainResult:
     """`final/` (the model, its objectives' trained heads), the final held-out loss and the run's summary."""
     heldout = {}
-    gathered = _gathered_weights(run.acc, run.module)
+    weights, heads, _ = whole_state(run)
+    if run.sharded and run.eval_rows:  # the model is called by every process (its layers gather collectively)
+        with gathered(run.module):
+            heldout = heldout_mlm_loss(run.model, run.eval_rows, run.heldout_mlm, seed=run.seed + 12345,
+                                       autocast=run.acc.autocast)
     if run.acc.is_main_process:
         with atomic_dir(run.layout.final) as tmp:
-            (export or arch_of(run.model).export)(run.model, run.tokenizer, tmp, state_dict=gathered)
+            (export or arch_of(run.model).export)(run.model, run.tokenizer, tmp, state_dict=weights)
             # the objectives' own trained modules (a pointer head, a projection head) beside the HF model, so a
             # later run can continue them (e.g. `dwa: {head: <this dir>}`)
-            heads = {f"{n}.{k}": v.detach().contiguous() for n, o in run.objectives.items()
-                     for k, v in o.checkpoint_state().items()}
+            heads = {k: v.detach().contiguous() for k, v in heads.items()}
             if heads:
                 from safetensors.torch import save_file
 
                 save_file(heads, str(Path(tmp) / "objectives.safetensors"))
-        heldout = heldout_mlm_loss(run.model, run.eval_rows, run.heldout_mlm, seed=run.seed + 12345,
-                                   autocast=run.acc.autocast) if run.eval_rows else {}
+        if not run.sharded and run.eval_rows:
+            heldout = heldout_mlm_loss(run.model, run.eval_rows, run.heldout_mlm, seed=run.seed + 12345,
+                                       autocast=run.acc.autocast)
         atomic_write_json(run.layout.summary, {"steps": run.cfg.steps, "last": last, "heldout_loss": heldout,
                                                "processes": run.acc.num_processes,
+                                               "sharding": "fsdp" if run.sharded else "none",
                                                "precision": run.precision.record(),
                                                **({"head_warmup": run.warmup_record} if run.warmup_record else {})})
         run.log.close()

@@ -101,6 +101,9 @@ class Objective(torch.nn.Module):
     batch_kind = "mono"  # which batch source feeds it (metaxlm.pretrain.batches: mono, pair, pair_sides, segments)
     Options: type[ObjectiveOptions] = ObjectiveOptions
     constant_modules: tuple[str, ...] = ()  # submodules rebuilt from the config, not checkpointed
+    # whether the loss goes through the model's MLM head: a run whose objectives all leave it out has trainable
+    # parameters without gradients, which DDP must be told about (pretrain/engine.py)
+    uses_mlm_head = False
 
     def __init__(self, options: ObjectiveOptions, context: ObjectiveContext):
         super().__init__()

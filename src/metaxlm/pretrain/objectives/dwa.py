@@ -99,6 +99,7 @@ class DenoisingWordAlignment(MaskedLM):
     batch_kind = "pair"
     Options = DWAOptions
     needs_pretrained_start = True  # labels from a random model are noise (the paper's cold start)
+    uses_mlm_head = False  # its loss is the pointer network's (masking is MaskedLM's)
 
     def __init__(self, options: DWAOptions, context):
         super().__init__(options, context)

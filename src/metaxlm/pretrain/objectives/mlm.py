@@ -78,6 +78,7 @@ class MaskedLM(Objective):
 
     batch_kind = "mono"
     Options = MaskingOptions
+    uses_mlm_head = True
 
     def __init__(self, options: MaskingOptions, context):
         super().__init__(options, context)
