@@ -76,6 +76,23 @@ def precision_cache(tmp_path_factory):
     os.environ["METAXLM_PRECISION_CACHE"] = str(tmp_path_factory.mktemp("precision") / "precision.json")
 
 
+@pytest.fixture(scope="session", autouse=True)
+def one_thread_per_child_process():
+    """The CLI runs the tests start (tiny models) get one thread each: the two test workers already hold both
+    cores, and a multi-threaded op in a child then waits for descheduled threads. The workers keep their own
+    thread count (torch reads the variable once, here, before it is changed)."""
+    import torch
+
+    torch.get_num_threads()
+    before = os.environ.get("OMP_NUM_THREADS")
+    os.environ["OMP_NUM_THREADS"] = "1"
+    yield
+    if before is None:
+        os.environ.pop("OMP_NUM_THREADS", None)
+    else:
+        os.environ["OMP_NUM_THREADS"] = before
+
+
 @pytest.fixture(scope="module")
 def one_thread():
     """Tiny models: one thread is faster, and far faster when other processes hold the cores (each multi-threaded
