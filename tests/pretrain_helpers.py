@@ -98,6 +98,22 @@ def one_and_two_processes(template: Path, tmp_path: Path, objectives: str, steps
     return tmp_path / "one" / "pretrain" / "xlm", tmp_path / "two" / "pretrain" / "xlm"
 
 
+def sharded_run(template: Path, tmp_path: Path, objectives: str, steps: int = 3,
+                extra: tuple[str, ...] = ()) -> Path:
+    """The run of `one_and_two_processes` (same config and settings) in 2 gloo processes sharded with torch's FSDP
+    (`train.sharding=fsdp`); returns its variant directory."""
+    common = ["--no-progress", "train.precision=fp32", "model.dropout=0.0", "model.attention_dropout=0.0",
+              "train.grad_accum=2", f"train.steps={steps}", f"train.objectives={objectives}", *extra,
+              "train.sharding=fsdp"]
+    cfg = make_config(template, tmp_path)
+    shutil.copytree(template, tmp_path / "fsdp")
+    torchrun = Path(sys.executable).parent / "torchrun"
+    run = subprocess.run([str(torchrun), "--standalone", "--nproc_per_node=2", "-m", "metaxlm.cli", "pretrain",
+                          str(cfg), *common, f"output_dir={tmp_path / 'fsdp'}"], capture_output=True, text=True)
+    assert run.returncode == 0, run.stderr[-3000:]
+    return tmp_path / "fsdp" / "pretrain" / "xlm"
+
+
 def assert_same_losses_and_weights(one: Path, two: Path, names: tuple[str, ...], steps: int = 3) -> list[dict]:
     import pytest
     import torch

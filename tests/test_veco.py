@@ -6,7 +6,14 @@ import json
 
 import pytest
 import torch
-from pretrain_helpers import TINY, check_resume_after_sigkill, make_config, metrics, one_and_two_processes
+from pretrain_helpers import (
+    TINY,
+    check_resume_after_sigkill,
+    make_config,
+    metrics,
+    one_and_two_processes,
+    sharded_run,
+)
 from safetensors.torch import load_file
 
 from metaxlm.config import ModelConfig, load_config
@@ -552,17 +559,21 @@ def test_resume_after_sigkill_is_exact_with_veco(parallel_template, tmp_path):
 
 
 def test_two_processes_match_one_with_veco(parallel_template, tmp_path):
-    one, two = one_and_two_processes(parallel_template, tmp_path,
-                                     "{veco: {weight: 1.0, shuffle: true}, veco_segments: 0.5}",
-                                     extra=("model.arch=veco",))
-    ra, rb = metrics(one), metrics(two)
-    for name in ("loss", "loss/veco", "loss/veco_segments"):
-        la, lb = [r[name] for r in ra if name in r], [r[name] for r in rb if name in r]
-        assert len(la) == 3 and la == pytest.approx(lb, rel=1e-5), name
-    wa, wb = (load_file(str(d / "final" / "veco" / "model.safetensors")) for d in (one, two))
-    assert any("crossattention" in k for k in wa) and wa.keys() == wb.keys()
-    for k in wa:
-        torch.testing.assert_close(wa[k], wb[k], rtol=1e-4, atol=1e-5)
+    """2 processes under DDP, and 2 processes sharded with torch's FSDP (`train.sharding=fsdp`: cross-attention in
+    the sharded layers), each equal to 1 process within float tolerance."""
+    objectives = "{veco: {weight: 1.0, shuffle: true}, veco_segments: 0.5}"
+    one, two = one_and_two_processes(parallel_template, tmp_path, objectives, extra=("model.arch=veco",))
+    fsdp = sharded_run(parallel_template, tmp_path, objectives, extra=("model.arch=veco",))
+    assert json.loads((fsdp / "summary.json").read_text())["sharding"] == "fsdp"
+    for other in (two, fsdp):
+        ra, rb = metrics(one), metrics(other)
+        for name in ("loss", "loss/veco", "loss/veco_segments"):
+            la, lb = [r[name] for r in ra if name in r], [r[name] for r in rb if name in r]
+            assert len(la) == 3 and la == pytest.approx(lb, rel=1e-5), (other, name)
+        wa, wb = (load_file(str(d / "final" / "veco" / "model.safetensors")) for d in (one, other))
+        assert any("crossattention" in k for k in wa) and wa.keys() == wb.keys()
+        for k in wa:
+            torch.testing.assert_close(wa[k], wb[k], rtol=1e-4, atol=1e-5)
 
 
 def test_two_processes_train_a_veco_model_whose_cross_attention_is_unused(parallel_template, tmp_path):
