@@ -114,12 +114,16 @@ class Workbench:
     data: Path
 
     @property
-    def vocab(self) -> Path:
-        return self.root / "vocab"
+    def vocab(self) -> Path:  # laid out as a run's output_dir, so the names are the run layout's
+        from metaxlm.run.layout import RunDir
+
+        return RunDir(self.root).vocab
 
     @property
     def prepared(self) -> Path:
-        return self.root / "prepared"
+        from metaxlm.run.layout import RunDir
+
+        return RunDir(self.root).prepared
 
     def tokenizer(self):
         from metaxlm.vocab import load_tokenizer
