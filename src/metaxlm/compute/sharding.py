@@ -101,9 +101,7 @@ def optimizer_state(module: nn.Module, optimizer: torch.optim.Optimizer) -> dict
         return get_optimizer_state_dict(module, optimizer,
                                         options=StateDictOptions(full_state_dict=True, cpu_offload=True))
     names = _names_by_position(module, optimizer)
-    state = optimizer.state_dict()
-    return {"state": {names[i]: v for i, v in state["state"].items()},
-            "param_groups": [{**g, "params": [names[i] for i in g["params"]]} for g in state["param_groups"]]}
+    return _rekeyed(optimizer.state_dict(), dict(enumerate(names)))
 
 
 def load_optimizer_state(module: nn.Module, optimizer: torch.optim.Optimizer, state: dict) -> None:
@@ -111,17 +109,19 @@ def load_optimizer_state(module: nn.Module, optimizer: torch.optim.Optimizer, st
     A state keyed by position (checkpoints written before the by-name format) loads too."""
     names = _names_by_position(module, optimizer)
     if any(isinstance(i, int) for g in state["param_groups"] for i in g["params"]):  # keyed by position
-        state = {"state": {names[i]: v for i, v in state["state"].items()},
-                 "param_groups": [{**g, "params": [names[i] for i in g["params"]]} for g in state["param_groups"]]}
+        state = _rekeyed(state, dict(enumerate(names)))
     if is_sharded(module):
         from torch.distributed.checkpoint.state_dict import StateDictOptions, set_optimizer_state_dict
 
         set_optimizer_state_dict(module, optimizer, state, options=StateDictOptions(full_state_dict=True))
         return
-    position = {name: i for i, name in enumerate(names)}
-    optimizer.load_state_dict(
-        {"state": {position[n]: v for n, v in state["state"].items()},
-         "param_groups": [{**g, "params": [position[n] for n in g["params"]]} for g in state["param_groups"]]})
+    optimizer.load_state_dict(_rekeyed(state, {name: i for i, name in enumerate(names)}))
+
+
+def _rekeyed(state: dict, key: dict) -> dict:
+    """An optimizer state with each parameter's key (position or name) replaced by `key[...]`."""
+    return {"state": {key[k]: v for k, v in state["state"].items()},
+            "param_groups": [{**g, "params": [key[k] for k in g["params"]]} for g in state["param_groups"]]}
 
 
 def _names_by_position(module: nn.Module, optimizer: torch.optim.Optimizer) -> list[str]:

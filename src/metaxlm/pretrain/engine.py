@@ -159,19 +159,19 @@ def step_generator(seed: int, step: int) -> torch.Generator:
     return torch.Generator().manual_seed(derive_seed(seed, step))
 
 
-def whole_state(run: Training) -> tuple[dict | None, dict[str, torch.Tensor], dict]:
-    """What a checkpoint or `final/` writes: the model's weights (None: take them from the model, which holds them
-    whole), the objectives' states and the optimizer's state, whole. Collective under sharding: every process calls
-    it; what it returns is complete on the main process."""
+def whole_state(run: Training) -> tuple[dict | None, dict[str, torch.Tensor]]:
+    """What a checkpoint and `final/` write of the model: its weights (None: take them from the model, which holds
+    them whole) and the objectives' states, whole. Collective under sharding: every process calls it; what it
+    returns is complete on the main process."""
     if not (run.sharded or run.acc.is_main_process):
-        return None, {}, {}
+        return None, {}
     objectives_state = {f"{n}.{k}": v for n, o in run.objectives.items() for k, v in o.checkpoint_state().items()}
     weights = None
     if run.sharded:
         full = full_model_state(run.module)
         weights = {k.removeprefix("model."): v for k, v in full.items() if k.startswith("model.")}
         objectives_state = full_tensors(objectives_state)
-    return weights, objectives_state, optimizer_state(run.objective_module, run.optimizer)
+    return weights, objectives_state
 
 
 def check_launch(acc) -> None:
@@ -523,8 +523,7 @@ def evaluate(run: Training, step: int) -> dict[str, float]:
     record = {"step": step}
     with gathered(run.module):
         if run.eval_rows:
-            losses = heldout_mlm_loss(run.model, run.eval_rows, run.heldout_mlm, seed=run.seed + 12345,
-                                      autocast=run.acc.autocast)
+            losses = heldout(run)
             record.update({f"{HELDOUT_LOSS}{k}": v for k, v in losses.items()},
                           **{f"{HELDOUT_LOSS}mean": sum(losses.values()) / len(losses)})
         for name, objective in run.objectives.items():
@@ -534,9 +533,16 @@ def evaluate(run: Training, step: int) -> dict[str, float]:
     return heldout_losses(record)
 
 
+def heldout(run: Training) -> dict[str, float]:
+    """The held-out MLM loss per language: fixed rows, fixed masks (the same at every evaluation)."""
+    return heldout_mlm_loss(run.model, run.eval_rows, run.heldout_mlm, seed=run.seed + 12345, autocast=run.acc.autocast)
+
+
 def save(run: Training, step: int) -> None:
     """A checkpoint of everything `--resume` needs: weights, optimizer, schedule, objectives' state, data positions."""
-    weights, objectives_state, optimizer = whole_state(run)
+    weights, objectives_state = whole_state(run)
+    optimizer = optimizer_state(run.objective_module, run.optimizer) if run.sharded or run.acc.is_main_process \
+        else {}
     if run.acc.is_main_process:
         save_checkpoint(run.layout.ckpt, step, model=run.model, weights=weights, optimizer_state=optimizer,
                         scheduler=run.scheduler, objectives_state=objectives_state,
@@ -548,12 +554,12 @@ def save(run: Training, step: int) -> None:
 
 def finish(run: Training, last: dict, export: Callable[..., None] | None) -> PretrainResult:
     """`final/` (the model, its objectives' trained heads), the final held-out loss and the run's summary."""
-    heldout = {}
-    weights, heads, _ = whole_state(run)
-    if run.sharded and run.eval_rows:  # the model is called by every process (its layers gather collectively)
+    losses = {}
+    weights, heads = whole_state(run)
+    # the main process alone, or every process when sharded (the layers gather collectively)
+    if run.eval_rows and (run.sharded or run.acc.is_main_process):
         with gathered(run.module):
-            heldout = heldout_mlm_loss(run.model, run.eval_rows, run.heldout_mlm, seed=run.seed + 12345,
-                                       autocast=run.acc.autocast)
+            losses = heldout(run)
     if run.acc.is_main_process:
         with atomic_dir(run.layout.final) as tmp:
             (export or arch_of(run.model).export)(run.model, run.tokenizer, tmp, state_dict=weights)
@@ -564,14 +570,11 @@ def finish(run: Training, last: dict, export: Callable[..., None] | None) -> Pre
                 from safetensors.torch import save_file
 
                 save_file(heads, str(Path(tmp) / "objectives.safetensors"))
-        if not run.sharded and run.eval_rows:
-            heldout = heldout_mlm_loss(run.model, run.eval_rows, run.heldout_mlm, seed=run.seed + 12345,
-                                       autocast=run.acc.autocast)
-        atomic_write_json(run.layout.summary, {"steps": run.cfg.steps, "last": last, "heldout_loss": heldout,
+        atomic_write_json(run.layout.summary, {"steps": run.cfg.steps, "last": last, "heldout_loss": losses,
                                                "processes": run.acc.num_processes,
                                                "sharding": "fsdp" if run.sharded else "none",
                                                "precision": run.precision.record(),
                                                **({"head_warmup": run.warmup_record} if run.warmup_record else {})})
         run.log.close()
     run.acc.wait_for_everyone()
-    return PretrainResult(run.layout.root, run.layout.final, run.cfg.steps, heldout)
+    return PretrainResult(run.layout.root, run.layout.final, run.cfg.steps, losses)
