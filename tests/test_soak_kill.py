@@ -16,6 +16,7 @@ import sys
 from pathlib import Path
 
 import pytest
+import warm_cli
 import yaml
 
 REPO = Path(__file__).resolve().parents[1]
@@ -29,8 +30,9 @@ PRETRAIN_AIMS = ["checkpoint-half", "eval", "checkpoint-unpublished", "export"]
 
 
 def plain_cli(*args: str) -> subprocess.CompletedProcess:
-    done = subprocess.run([sys.executable, "-m", "metaxlm.cli", *args], capture_output=True, text=True,
-                          env=ks.child_env())
+    """A reference run: forked warm (see warm_cli) in the workers' environment, which has the soaked runs' one
+    thread; its hash seed is not the soaked runs' (they start fresh interpreters)."""
+    done = warm_cli.run(list(args))
     assert done.returncode == 0, done.stderr[-3000:]
     return done
 

@@ -263,13 +263,11 @@ def test_blank_and_one_token_inputs(tmp_path, model_dir, tokenizer):
 def test_translate_reads_stdin_and_writes_stdout(tmp_path, model_dir, tokenizer):
     """`metaxlm translate --model M` with no --src/--out is a filter: one line out per line in, same order, blank
     stays blank, a last line without newline counted; status on stderr, never mixed into the translations."""
-    import subprocess
-    import sys
+    import warm_cli
 
     lines = ["the house is small", "", "an open window", "the cat"]
-    run = subprocess.run([sys.executable, "-m", "metaxlm.cli", "translate", "--model", str(model_dir), "--beam", "2",
-                          "--max-new-tokens", "6", "--no-progress"], input="\n".join(lines).encode(),
-                         capture_output=True)
+    run = warm_cli.run(["translate", "--model", str(model_dir), "--beam", "2", "--max-new-tokens", "6",
+                        "--no-progress"], input="\n".join(lines).encode(), text=False)
     assert run.returncode == 0, run.stderr.decode()
     out = run.stdout.decode("utf-8").split("\n")
     assert out[-1] == "" and len(out) - 1 == len(lines)
@@ -277,8 +275,8 @@ def test_translate_reads_stdin_and_writes_stdout(tmp_path, model_dir, tokenizer)
     assert out[:-1] == [single_generate(model, tokenizer, t, num_beams=2, max_new_tokens=6) if t else ""
                         for t in lines]
     assert "translated 4 lines -> standard output" in run.stderr.decode()
-    bad = subprocess.run([sys.executable, "-m", "metaxlm.cli", "translate", "--model", str(model_dir),
-                          "--no-progress"], input=b"fine\n\xff\xfe broken\n", capture_output=True)
+    bad = warm_cli.run(["translate", "--model", str(model_dir), "--no-progress"], input=b"fine\n\xff\xfe broken\n",
+                       text=False)
     assert bad.returncode == 2 and bad.stdout == b""
     assert bad.stderr.decode().strip().splitlines() == [bad.stderr.decode().strip()]  # one line
     assert "<stdin>:2: not UTF-8" in bad.stderr.decode()
