@@ -249,6 +249,11 @@ def child_env() -> dict:
             "PYTHONPATH": src + (os.pathsep + path if path else ""), "HF_HUB_OFFLINE": "1"}
 
 
+# How an attempt's process starts (subprocess.Popen's signature): tests/test_soak_kill.py forks it from a process
+# that has metaxlm imported already, to spare the suite the imports of every attempt.
+launch = subprocess.Popen
+
+
 def run_attempt(metaxlm_args: list[str], plan: Plan, work: Path, *, timeout: float, soak_start: float,
                 rng: random.Random) -> Attempt:
     """Run `metaxlm *metaxlm_args` through the probes and kill it as `plan` says."""
@@ -259,7 +264,7 @@ def run_attempt(metaxlm_args: list[str], plan: Plan, work: Path, *, timeout: flo
     record = Attempt(command=metaxlm_args, plan=asdict(plan), at=round(time.perf_counter() - soak_start, 2))
     began = time.perf_counter()
     with open(log, "w") as out:
-        proc = subprocess.Popen(cmd, stdout=out, stderr=subprocess.STDOUT, env=child_env())
+        proc = launch(cmd, stdout=out, stderr=subprocess.STDOUT, env=child_env())
         kill_at = began + plan.delay if plan.kind == "timer" else None
         tail = EventTail(events)
         while proc.poll() is None:

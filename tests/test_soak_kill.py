@@ -29,6 +29,19 @@ STEPS, SAVE_EVERY, EVAL_EVERY = 12, 3, 4
 PRETRAIN_AIMS = ["checkpoint-half", "eval", "checkpoint-unpublished", "export"]
 
 
+@pytest.fixture(scope="module", autouse=True)
+def warm_attempts():
+    """The soak's attempts forked warm (see warm_cli) in the workers' one-thread environment, from the second warm
+    process: another hash seed than the reference runs'. Module-wide: the module's fixtures soak too."""
+    def launch(cmd, *, stdout, stderr, env):
+        assert cmd[0] == sys.executable, cmd
+        return warm_cli.popen(cmd[2:], script=cmd[1], stdout=stdout, stderr=stderr, zygote=1)
+
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(ks, "launch", launch)
+        yield
+
+
 def plain_cli(*args: str) -> subprocess.CompletedProcess:
     """A reference run: forked warm (see warm_cli) in the workers' environment, which has the soaked runs' one
     thread; its hash seed is not the soaked runs' (they start fresh interpreters)."""

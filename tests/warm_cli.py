@@ -52,12 +52,20 @@ def _child(request: dict, fds: list[int]) -> None:
         import torch
 
         torch.set_num_threads(int(threads))
-    sys.argv = ["metaxlm.cli", *request["args"]]
-    sys.path[0] = request["cwd"]  # as `python -m` has it (the zygote's is this file's directory)
-    from metaxlm.cli import main
-
+    script = request.get("script")
+    sys.argv = [script or "metaxlm.cli", *request["args"]]
+    # sys.path[0] as `python -m` (the directory) or `python SCRIPT` (the script's) has it
+    sys.path[0] = os.path.dirname(os.path.abspath(script)) if script else request["cwd"]
     try:
-        code = main()
+        if script:
+            import runpy
+
+            runpy.run_path(script, run_name="__main__")
+            code = 0
+        else:
+            from metaxlm.cli import main
+
+            code = main()
     except SystemExit as done:
         code = done.code
     except BaseException:  # as the interpreter does: the traceback on stderr, status 1
@@ -176,13 +184,14 @@ def _warm(zygote: int) -> _Zygote:
 class WarmProcess:
     """A forked `metaxlm` process with the part of subprocess.Popen's interface the tests use."""
 
-    def __init__(self, args: list[str], env: dict, stdin: int, stdout: int, stderr: int, zygote: int = 0) -> None:
+    def __init__(self, args: list[str], env: dict, stdin: int, stdout: int, stderr: int, zygote: int = 0,
+                 script: str | None = None) -> None:
         zygote = _warm(zygote)
         self.args = args
         self.returncode: int | None = None
         self._conn = socket.socket(socket.AF_UNIX, socket.SOCK_SEQPACKET)
         self._conn.connect(zygote.path)
-        request = {"args": list(args), "env": env, "cwd": os.getcwd()}
+        request = {"args": list(args), "env": env, "cwd": os.getcwd(), "script": script}
         socket.send_fds(self._conn, [json.dumps(request).encode()], [stdin, stdout, stderr])
         self.pid = json.loads(self._conn.recv(_MAX_MESSAGE))["pid"]
 
@@ -220,15 +229,18 @@ def _cold_env_needed(env: dict) -> bool:
 
 
 def popen(args: list[str], *, env: dict | None = None, stdout=None, stderr=None, cold: bool = False,
-          zygote: int = 0):
-    """Start `metaxlm ARGS` (stdout/stderr: None = inherit, subprocess.DEVNULL, or an open file)."""
+          zygote: int = 0, script: str | None = None):
+    """Start `metaxlm ARGS`, or `python SCRIPT ARGS` (a script that runs metaxlm: its imports are the warm ones).
+    stdout/stderr: None = inherit, subprocess.DEVNULL, an open file, or (stderr) subprocess.STDOUT."""
     env = dict(os.environ if env is None else env)
     if cold or _cold_env_needed(env):
-        return subprocess.Popen([sys.executable, "-m", "metaxlm.cli", *args], env=env, stdout=stdout, stderr=stderr,
+        start = [script] if script else ["-m", "metaxlm.cli"]
+        return subprocess.Popen([sys.executable, *start, *args], env=env, stdout=stdout, stderr=stderr,
                                 stdin=subprocess.DEVNULL)
     with open(os.devnull, "r+b") as null:
-        fds = [null.fileno(), _fd(stdout, null, 1), _fd(stderr, null, 2)]
-        return WarmProcess(args, env, *fds, zygote=zygote)
+        out = _fd(stdout, null, 1)
+        err = out if stderr == subprocess.STDOUT else _fd(stderr, null, 2)
+        return WarmProcess(args, env, null.fileno(), out, err, zygote=zygote, script=script)
 
 
 def _fd(stream, null, inherited: int) -> int:
