@@ -53,3 +53,29 @@ def test_the_two_zygotes_hash_strings_differently():
                   open(f"/proc/{warm_cli._zygotes[k].proc.pid}/environ").read().split("\0") if "=" in line)
              ["PYTHONHASHSEED"] for k in (0, 1)]
     assert seeds[0] != seeds[1]
+
+
+def test_a_warm_process_ends_with_the_test_worker_that_started_it():
+    """A test run killed hard (SIGKILL of its worker) leaves no warm process behind."""
+    import sys
+    import time
+    from pathlib import Path
+
+    import psutil
+
+    worker = subprocess.Popen([sys.executable, "-c", "import warm_cli; print(warm_cli._warm(0).proc.pid, flush=True); "
+                               "import time; time.sleep(600)"], cwd=Path(__file__).parent, stdout=subprocess.PIPE,
+                              text=True)
+    zygote = psutil.Process(int(worker.stdout.readline()))
+    assert zygote.is_running()
+    worker.kill()
+    worker.wait()
+    deadline = time.time() + 30
+    while time.time() < deadline:
+        try:
+            if zygote.status() == psutil.STATUS_ZOMBIE:  # ended, waiting for whoever adopted it to reap it
+                return
+        except psutil.NoSuchProcess:
+            return
+        time.sleep(0.1)
+    pytest.fail(f"the warm process {zygote.pid} outlived its worker")

@@ -105,6 +105,7 @@ def _serve(path: str) -> None:
     sel = selectors.DefaultSelector()
     sel.register(listener, selectors.EVENT_READ)
     sel.register(wake_r, selectors.EVENT_READ)
+    sel.register(sys.stdin, selectors.EVENT_READ)  # the test worker's pipe: end of file when the worker is gone
     print("ready", flush=True)
     while True:
         for key, _ in sel.select():
@@ -129,6 +130,11 @@ def _serve(path: str) -> None:
                     os.close(fd)
                 conn.send(json.dumps({"pid": pid}).encode())
                 children[pid] = conn
+            elif key.fileobj is sys.stdin:
+                if not os.read(sys.stdin.fileno(), 4096):  # the worker died without closing us: end too
+                    os.unlink(path)
+                    os.rmdir(os.path.dirname(path))
+                    os._exit(0)
             else:
                 os.read(wake_r, 4096)
             while children:
@@ -153,7 +159,7 @@ class _Zygote:
         self.dir = tempfile.mkdtemp(prefix="metaxlm-warm-")
         self.path = os.path.join(self.dir, "socket")
         self.env = dict(os.environ)
-        self.proc = subprocess.Popen([sys.executable, __file__, self.path], stdin=subprocess.DEVNULL,
+        self.proc = subprocess.Popen([sys.executable, __file__, self.path], stdin=subprocess.PIPE,
                                      stdout=subprocess.PIPE, text=True,
                                      env={**self.env, "PYTHONHASHSEED": str(hash_seed)})
         if self.proc.stdout.readline().strip() != "ready":
