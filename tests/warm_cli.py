@@ -132,8 +132,7 @@ def _serve(path: str) -> None:
                 children[pid] = conn
             elif key.fileobj is sys.stdin:
                 if not os.read(sys.stdin.fileno(), 4096):  # the worker died without closing us: end too
-                    os.unlink(path)
-                    os.rmdir(os.path.dirname(path))
+                    _remove_socket(path)
                     os._exit(0)
             else:
                 os.read(wake_r, 4096)
@@ -153,11 +152,24 @@ def _serve(path: str) -> None:
                     conn.close()
 
 
+def _remove_socket(path: str) -> None:
+    """The socket and the private directory that holds it (whichever of the zygote and the worker ends first)."""
+    try:
+        os.unlink(path)
+        os.rmdir(os.path.dirname(path))
+    except OSError:
+        pass
+
+
+def _cold_command(args: list[str], script: str | None = None) -> list[str]:
+    """The fresh-interpreter command a warm child stands for."""
+    return [sys.executable, *([script] if script else ["-m", "metaxlm.cli"]), *args]
+
+
 # -- the client (imported by the tests) -------------------------------------------------------------------------------
 class _Zygote:
     def __init__(self, hash_seed: int) -> None:
-        self.dir = tempfile.mkdtemp(prefix="metaxlm-warm-")
-        self.path = os.path.join(self.dir, "socket")
+        self.path = os.path.join(tempfile.mkdtemp(prefix="metaxlm-warm-"), "socket")
         self.env = dict(os.environ)
         self.proc = subprocess.Popen([sys.executable, __file__, self.path], stdin=subprocess.PIPE,
                                      stdout=subprocess.PIPE, text=True,
@@ -170,11 +182,7 @@ class _Zygote:
         if self.proc.poll() is None:
             self.proc.kill()
             self.proc.wait()
-        try:
-            os.unlink(self.path)
-            os.rmdir(self.dir)
-        except OSError:
-            pass
+        _remove_socket(self.path)
 
 
 _zygotes: dict[int, _Zygote] = {}
@@ -240,8 +248,7 @@ def popen(args: list[str], *, env: dict | None = None, stdout=None, stderr=None,
     stdout/stderr: None = inherit, subprocess.DEVNULL, an open file, or (stderr) subprocess.STDOUT."""
     env = dict(os.environ if env is None else env)
     if cold or _cold_env_needed(env):
-        start = [script] if script else ["-m", "metaxlm.cli"]
-        return subprocess.Popen([sys.executable, *start, *args], env=env, stdout=stdout, stderr=stderr,
+        return subprocess.Popen(_cold_command(args, script), env=env, stdout=stdout, stderr=stderr,
                                 stdin=subprocess.DEVNULL)
     with open(os.devnull, "r+b") as null:
         out = _fd(stdout, null, 1)
@@ -262,8 +269,8 @@ def run(args: list[str], *, env: dict | None = None, input: bytes | str | None =
     """subprocess.run(["python", "-m", "metaxlm.cli", *args], capture_output=True, ...) in a warm fork."""
     env = dict(os.environ if env is None else env)
     if cold or _cold_env_needed(env):
-        return subprocess.run([sys.executable, "-m", "metaxlm.cli", *args], env=env, capture_output=True, text=text,
-                              input=input, timeout=timeout)
+        return subprocess.run(_cold_command(args), env=env, capture_output=True, text=text, input=input,
+                              timeout=timeout)
     encoding = locale.getpreferredencoding(False)
     with tempfile.TemporaryFile() as src, tempfile.TemporaryFile() as out, tempfile.TemporaryFile() as err:
         if input is not None:
