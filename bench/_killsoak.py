@@ -66,7 +66,7 @@ class Probes:
 
 
 def install_pretrain_probes(emit: Probes) -> None:
-    import metaxlm.pretrain.checkpoint as ckpt
+    import metaxlm.models.checkpoint as ckpt
     import metaxlm.pretrain.engine as engine
 
     where = {"step": 0, "exporting": False}

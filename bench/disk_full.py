@@ -166,8 +166,8 @@ def checkpoint_state(ckpt_root: Path) -> dict:
     """The checkpoint `latest` names: does it verify (sha256) and load with AutoModelForMaskedLM?"""
     from transformers import AutoModelForMaskedLM
 
+    from metaxlm.models.checkpoint import corruption, latest_checkpoint
     from metaxlm.models.loading import quiet_transformers
-    from metaxlm.pretrain.checkpoint import corruption, latest_checkpoint
 
     latest = latest_checkpoint(ckpt_root)
     if latest is None:

@@ -55,8 +55,8 @@ def export_cost(cfg, out: Path) -> dict:
     from transformers import AutoModelForMaskedLM
 
     from metaxlm.models import arch_of
+    from metaxlm.models.checkpoint import latest_checkpoint
     from metaxlm.models.loading import load_pretrained, quiet_transformers
-    from metaxlm.pretrain.checkpoint import latest_checkpoint
     from metaxlm.pretrain.recipe import full_vocabulary
     from metaxlm.run.layout import RunDir
     from metaxlm.vocab import load_tokenizer

@@ -26,8 +26,7 @@ from metaxlm import io
 from metaxlm.cli import main as cli_main
 from metaxlm.config import CorpusSpec, ModelConfig, PrepareConfig, load_config
 from metaxlm.errors import DataError, DiskFull
-from metaxlm.models import build_mlm
-from metaxlm.pretrain import checkpoint
+from metaxlm.models import build_mlm, checkpoint
 from metaxlm.pretrain.engine import RunLog
 from metaxlm.run.layout import VariantDir
 from metaxlm.vocab import load_tokenizer

@@ -95,7 +95,7 @@ def test_resume_after_sigkill_is_exact_with_a_stateful_objective(run_template, t
 
 # -- verified checkpoints -------------------------------------------------------------------------------------------
 def test_corrupted_checkpoint_is_detected_and_the_previous_good_one_offered(run_template, tmp_path):
-    from metaxlm.pretrain.checkpoint import CorruptCheckpoint
+    from metaxlm.models.checkpoint import CorruptCheckpoint
 
     cfg = load_config(make_config(run_template, tmp_path, steps=6, save_every=2, keep_checkpoints=5))
     run_pretrain(cfg, "xlm", progress=False)

@@ -24,15 +24,15 @@ from metaxlm.finetune.models import load_model, load_seq2seq
 from metaxlm.finetune.spec import Hyperparameters
 from metaxlm.finetune.tasks import get_task
 from metaxlm.models import loading
-from metaxlm.models.english import import_english_encoder
-from metaxlm.models.loading import load_model_config, load_pretrained
-from metaxlm.pretrain.checkpoint import (
+from metaxlm.models.checkpoint import (
     CorruptCheckpoint,
     load_checkpoint,
     load_optimizer_states,
     load_training_state,
     save_checkpoint,
 )
+from metaxlm.models.english import import_english_encoder
+from metaxlm.models.loading import load_model_config, load_pretrained
 
 REPO = Path(__file__).resolve().parents[1]
 if str(REPO) not in sys.path:  # tools/ (the dataset builders) is not an installed package

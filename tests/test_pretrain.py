@@ -142,7 +142,7 @@ def test_two_processes_match_one(run_template, tmp_path):
 
 
 def test_interrupted_checkpoint_write_keeps_latest_good(run_template, tmp_path, monkeypatch):
-    from metaxlm.pretrain import checkpoint
+    from metaxlm.models import checkpoint
 
     cfg = load_config(make_config(run_template, tmp_path, steps=6, save_every=3))
     real_save = torch.save

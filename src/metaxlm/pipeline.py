@@ -126,7 +126,7 @@ def _finished(cfg: RunConfig, name: str) -> bool:
 
 def _steps_done(cfg: RunConfig, name: str) -> int:
     """Pretraining steps a variant already has: all when it finished, else its latest checkpoint's step."""
-    from metaxlm.pretrain.checkpoint import latest_checkpoint
+    from metaxlm.models.checkpoint import latest_checkpoint
 
     out = RunDir.of(cfg).variant(name)
     if _finished(cfg, name):

@@ -4,6 +4,7 @@ uses are importable from here; each is defined in one of those modules."""
 
 from metaxlm.config.defaults import (
     AUTOCAST_PRECISIONS,
+    FINETUNE_CHECKPOINT_SECONDS,
     INFERENCE_BATCH_TOKENS,
     MASK_PROB,
     PRECISIONS,
@@ -37,7 +38,7 @@ from metaxlm.config.schema import (
 from metaxlm.config.yaml import apply_override, dump_config, read_yaml
 
 __all__ = [
-    "AUTOCAST_PRECISIONS", "INFERENCE_BATCH_TOKENS", "MASK_PROB", "PAPER_MU", "PRECISIONS", "PROBE_PRECISIONS",
+    "AUTOCAST_PRECISIONS", "FINETUNE_CHECKPOINT_SECONDS", "INFERENCE_BATCH_TOKENS", "MASK_PROB", "PAPER_MU", "PRECISIONS", "PROBE_PRECISIONS",
     "START_OF", "AlignmentEvalSpec", "AutocastPrecision", "CorpusSpec", "DataConfig", "EvalConfig", "MetaConfig",
     "ModelConfig", "ParallelSpec", "Precision", "PrepareConfig", "ReportConfig", "RetrievalEvalSpec", "RunConfig",
     "Strict", "TrainConfig", "TransferConfig", "VariantPlan", "VocabConfig", "apply_override", "dump_config",

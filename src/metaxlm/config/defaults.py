@@ -23,3 +23,6 @@ PRECISIONS: tuple[str, ...] = get_args(Precision)
 AUTOCAST_PRECISIONS: tuple[str, ...] = get_args(AutocastPrecision)
 PROBE_PRECISIONS: tuple[str, ...] = (*AUTOCAST_PRECISIONS, "native")
 START_OF = "start_of:"  # evaluate.models: {start: "start_of:<variant>"}, a start_from variant's start model
+# A fine-tuning run writes a checkpoint after each this many seconds of training (metaxlm.finetune.checkpoint): a
+# run of a few minutes writes none, a translation model's hours-long run loses at most this much to an interruption.
+FINETUNE_CHECKPOINT_SECONDS = 600.0

@@ -28,6 +28,7 @@ import torch
 
 from metaxlm.compute.precision import cpu_model
 from metaxlm.errors import MetaXLMError
+from metaxlm.finetune.checkpoint import Checkpoints
 from metaxlm.finetune.models import load_finetune_tokenizer, load_model
 from metaxlm.finetune.spec import TaskSpec
 from metaxlm.finetune.tasks import Task, get_task
@@ -234,6 +235,11 @@ def summarize(runs: dict[str, list[float]], source: str | None) -> dict:
 
 # -- running -------------------------------------------------------------------------------------------------
 
+def _run_name(label: str, seed: int) -> str:
+    """The file name (without suffix) of the run of (label, seed): its record and its checkpoints."""
+    return f"{label.replace(' ', '_').replace('/', '_')}-seed{seed}"
+
+
 class _Runner:
     def __init__(self, spec: TaskSpec, model_dir: Path, tokenizer, progress: bool, save_dir: Path | None = None,
                  runs_dir: Path | None = None, resume_key: str | None = None, archive_dir: Path | None = None):
@@ -251,8 +257,15 @@ class _Runner:
         """Where a finished run is stored: the run's own store, then the archive (evaluate.finished_runs)."""
         if self.resume_key is None:
             return []
-        name = f"{label.replace(' ', '_').replace('/', '_')}-seed{seed}.json"
+        name = f"{_run_name(label, seed)}.json"
         return [folder / name for folder in (self.runs_dir, self.archive_dir) if folder is not None]
+
+    def _checkpoints(self, label: str, seed: int) -> Checkpoints | None:
+        """Where the run of (label, seed) keeps its checkpoints (beside its finished-run record); None when the
+        runner stores no runs."""
+        if self.runs_dir is None or self.resume_key is None:
+            return None
+        return Checkpoints(self.runs_dir / f"{_run_name(label, seed)}.ckpt", self.resume_key)
 
     def _reusable(self, label: str, seed: int) -> tuple[dict, Path] | None:
         """A stored run of (label, seed) computed from exactly this key (and with its saved model when models are
@@ -328,8 +341,11 @@ class _Runner:
         set_seed(seed)  # the new head's initialization is part of the run
         model = load_model(task, self.model_dir, train_items)
         losses: list[float] = []
-        curve: list[dict] = []
-        testing = [0.0]  # seconds spent scoring during training
+        # the curve's points and the seconds spent scoring them: kept in the run's checkpoints, so a resumed run has
+        # the points scored before its interruption
+        checkpoints = self._checkpoints(label, seed)
+        state = checkpoints.extra if checkpoints is not None else {}
+        state.update(curve=[], testing=0.0)
         # the curve's test items (hyperparameters.curve_items): the same subset at every point
         curve_tests = {lang: cap(examples, hp.curve_items) for lang, examples in tests.items()}
 
@@ -337,19 +353,23 @@ class _Runner:
             if step in hp.eval_steps and step < total:  # the last step is the final test
                 began = time.perf_counter()
                 scores, reports, _, _ = self.test(task, model, curve_tests, f" @{step}")
-                curve.append({"step": step, "scores": scores, "reports": _numbers(reports)})
-                testing[0] += time.perf_counter() - began
+                state["curve"].append({"step": step, "scores": scores, "reports": _numbers(reports)})
+                state["testing"] += time.perf_counter() - began
 
         finetune(model, task, train_items, hp, seed=seed, progress=self.progress, history=losses,
-                 desc=f"{spec.name} {label} seed {seed}", on_step=on_step if hp.eval_steps else None)
-        trained = time.perf_counter() - start - testing[0]
+                 desc=f"{spec.name} {label} seed {seed}", on_step=on_step if hp.eval_steps else None,
+                 checkpoints=checkpoints)
+        curve = state["curve"]
+        # a resumed run: the seconds up to its last checkpoint, and this process's since
+        before = checkpoints.seconds_before if checkpoints is not None else 0.0
+        trained = before + time.perf_counter() - start - state["testing"]
         scores, reports, collapsed, predictions = self.test(task, model, tests, "")
         if hp.eval_steps:
             curve.append({"step": len(losses), **self.curve_point(task, tests, predictions, curve_tests,
                                                                   scores, reports)})
         detail = {"label": label, "seed": seed, "train_items": len(train_items), "steps": len(losses),
                   "first_loss": losses[0], "last_loss": losses[-1], "train_seconds": round(trained, 1),
-                  "total_seconds": round(time.perf_counter() - start, 1), "scores": scores,
+                  "total_seconds": round(before + time.perf_counter() - start, 1), "scores": scores,
                   "machine": {"cpu": cpu_model(), "threads": torch.get_num_threads()}}
         if hp.curve_items is not None:
             detail["curve_items"] = {lang: len(examples) for lang, examples in curve_tests.items()}
@@ -357,6 +377,8 @@ class _Runner:
             detail["reports"] = reports
         if collapsed:
             detail["collapsed"] = collapsed
+        if checkpoints is not None and checkpoints.resumed_at:
+            detail["resumed_at_steps"] = checkpoints.resumed_at
         if curve:
             detail["curve"] = curve
         if self.save_dir is not None:
@@ -365,6 +387,8 @@ class _Runner:
         self.details.append(detail)
         for path in self._run_files(label, seed):
             atomic_write_json(path, json_safe({"key": self.resume_key, "detail": detail}))
+        if checkpoints is not None:  # recorded: its checkpoints are of no more use
+            checkpoints.remove()
         if self.progress:
             shown = " ".join(f"{k} {v:.3f}" for k, v in scores.items())
             print(f"  {spec.name} {label} seed {seed}: {len(train_items)} items, {len(losses)} steps, "

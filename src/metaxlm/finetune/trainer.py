@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import math
 import random
+import time
 from collections.abc import Callable, Sequence
 from contextlib import nullcontext
 
@@ -29,6 +30,8 @@ from metaxlm.compute.fastpath import training_fast_path
 from metaxlm.compute.optim import adamw
 from metaxlm.compute.precision import compute_device
 from metaxlm.errors import MetaXLMError
+from metaxlm.finetune import checkpoint as ckpt
+from metaxlm.finetune.checkpoint import Checkpoints
 from metaxlm.finetune.hyperparameters import Hyperparameters
 from metaxlm.finetune.inference import resolved_precision
 from metaxlm.finetune.tasks.base import Feature, Task
@@ -105,13 +108,16 @@ def length_grouped_batches(units: list[list[int]], lengths: Sequence[int], batch
 
 def finetune(model, task: Task, train_items: Sequence, hp: Hyperparameters, *, seed: int, progress: bool = True,
              history: list[float] | None = None, desc: str = "fine-tune",
-             on_step: Callable[[int, int], None] | None = None):
+             on_step: Callable[[int, int], None] | None = None, checkpoints: Checkpoints | None = None):
     """Train `model` in place on `train_items` for hp.max_steps steps, else hp.epochs epochs; return it.
     `history`, when given, receives each step's loss. `on_step(step, total)`, when given, is called after each
     optimizer step (e.g. to score the model at chosen steps: it may switch to eval mode and run inference; the
-    model is put back in train mode after it, and inference draws nothing from the seeded generators)."""
+    model is put back in train mode after it, and inference draws nothing from the seeded generators).
+    `checkpoints`, when given: a checkpoint there every so many seconds of training, and a run that finds one of its
+    own continues from it exactly (metaxlm.finetune.checkpoint; `history` and `checkpoints.extra` as they were)."""
     from transformers import get_linear_schedule_with_warmup
 
+    started = time.perf_counter()
     set_seed(seed)
     rng = random.Random(seed)
     device = compute_device()
@@ -125,6 +131,8 @@ def finetune(model, task: Task, train_items: Sequence, hp: Hyperparameters, *, s
     if hp.dropout is not None:
         set_dropout(model, hp.dropout)
     model.to(device).train()
+    # a checkpoint's whole weights, restored before the used rows are taken from them
+    found = ckpt.load_weights(checkpoints, model) if checkpoints is not None else None
     pad_id = task.tokenizer.pad_token_id if task.tokenizer.pad_token_id is not None else 0
     # the embedding rows training reads (padding included); only they train with embedding_rows: used
     used = UsedRows(model, {i for f in features for i in f["input_ids"]} | {pad_id}
@@ -140,9 +148,16 @@ def finetune(model, task: Task, train_items: Sequence, hp: Hyperparameters, *, s
         rows = max(1, hp.batch_tokens // hp.max_seq_len) if hp.batch_tokens else hp.batch_size
         precision = resolved_precision(model, hp, device, rows)
         fast_path = (lambda: training_fast_path(device)) if precision.precision == "fp32" else nullcontext
-        step = 0
+        step, position = 0, 0
+        if found is not None:
+            step, epoch_batches, position = ckpt.resume(*found, checkpoints, model=model, optimizer=optimizer,
+                                                        scheduler=schedule, batch_order=rng, history=history)
+            bar.update(step)
+        last_save = time.perf_counter()
         while step < total:
-            for batch_indices in epoch_batches:
+            while position < len(epoch_batches):
+                batch_indices = epoch_batches[position]
+                position += 1
                 batch = task.collate([features[k] for k in batch_indices], pad_id, train=True)
                 with precision.autocast(device.type), fast_path():
                     loss = task.loss(model, {k: v.to(device) for k, v in batch.items()})
@@ -165,7 +180,14 @@ def finetune(model, task: Task, train_items: Sequence, hp: Hyperparameters, *, s
                     model.train()
                 if step >= total:
                     break
-            epoch_batches = length_grouped_batches(units, lengths, hp.batch_size, rng, hp.batch_tokens)
+                if checkpoints is not None and time.perf_counter() - last_save >= checkpoints.interval():
+                    ckpt.save(checkpoints, step=step, model=model, optimizer=optimizer, scheduler=schedule, used=used,
+                              batches=epoch_batches, position=position, batch_order=rng, history=history,
+                              started=started)
+                    last_save = time.perf_counter()
+            if step < total:
+                epoch_batches = length_grouped_batches(units, lengths, hp.batch_size, rng, hp.batch_tokens)
+                position = 0
     model.eval()
     return model
 

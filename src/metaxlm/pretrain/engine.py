@@ -54,13 +54,13 @@ from metaxlm.io import (
     jsonl_lines,
 )
 from metaxlm.models.arch import arch_of
-from metaxlm.pretrain.batches import BATCH_SOURCES, fixed_eval_batches
-from metaxlm.pretrain.checkpoint import (
+from metaxlm.models.checkpoint import (
     latest_checkpoint,
     load_checkpoint,
     load_optimizer_states,
     save_checkpoint,
 )
+from metaxlm.pretrain.batches import BATCH_SOURCES, fixed_eval_batches
 from metaxlm.pretrain.objectives import Objective, ObjectiveContext, build_objectives
 from metaxlm.pretrain.objectives.encoding import shared_encodings
 from metaxlm.pretrain.objectives.mlm import MaskedLM, heldout_mlm_loss

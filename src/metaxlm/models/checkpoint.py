@@ -1,4 +1,5 @@
-"""Atomic, verified training checkpoints: everything a run needs to continue exactly.
+"""Atomic, verified training checkpoints: everything a run needs to continue exactly (pretraining's, and a long
+fine-tuning run's: metaxlm.finetune.checkpoint).
 
     ckpt/step_00000200/
       model.safetensors, config.json   the model (HF format: loads with AutoModelForMaskedLM.from_pretrained)
@@ -173,8 +174,12 @@ def load_checkpoint(path: Path, *, model, objectives=None) -> dict:
     verify_checkpoint(path)
     weights = load_file(str(path / "model.safetensors"))
     missing, unexpected = model.load_state_dict(weights, strict=False)
-    # the tied decoder weight is not stored separately; anything else missing is an error
-    missing = [k for k in missing if not k.endswith(("decoder.weight", "decoder.bias"))]
+    # a tied weight is stored once, under one of its names (the MLM decoder's, an encoder-decoder's shared embedding):
+    # a missing name is fine when its tensor is one that was loaded; anything else missing is an error
+    state = model.state_dict()
+    loaded = {t.data_ptr() for k, t in state.items() if k in weights}
+    missing = [k for k in missing if not k.endswith(("decoder.weight", "decoder.bias"))
+               and state[k].data_ptr() not in loaded]
     if missing or unexpected:
         raise CorruptCheckpoint(f"{path}: checkpoint does not fit the model (missing {missing}, unexpected {unexpected})")
     model.tie_weights()

@@ -1,0 +1,162 @@
+"""Fine-tuning checkpoints (metaxlm.finetune.checkpoint): a run interrupted right after any of its checkpoints and
+run again continues from it to exactly the weights, losses and curve of a run never interrupted — a classifier that
+trains only its used embedding rows (with dropout drawn from torch's generator, over epoch boundaries) and an
+encoder-decoder —; a checkpoint of other settings is never resumed; a damaged one is an error naming its file; a
+finished run leaves no checkpoint behind."""
+
+import json
+import random
+
+import pytest
+import torch
+import transformers
+from conftest import WORDS
+from test_translation import PAIRS, tiny_seq2seq
+
+from metaxlm.data.examples import ClassificationExample, TranslationExample
+from metaxlm.finetune import checkpoint as ckpt
+from metaxlm.finetune.checkpoint import Checkpoints
+from metaxlm.finetune.models import load_model
+from metaxlm.finetune.scenarios import run_task
+from metaxlm.finetune.spec import Hyperparameters, TaskSpec
+from metaxlm.finetune.tasks import get_task
+from metaxlm.finetune.trainer import finetune
+from metaxlm.models.checkpoint import CorruptCheckpoint
+
+pytestmark = pytest.mark.usefixtures("one_thread")  # tests/conftest.py
+
+
+class Interrupted(Exception):
+    """Stands for the process dying right after a checkpoint was written."""
+
+
+def interrupt_after(monkeypatch, saves: int) -> list[int]:
+    """Make the `saves`-th checkpoint the last thing the run does; return the steps checkpointed."""
+    original, steps = ckpt.save, []
+
+    def save(checkpoints, **kw):
+        original(checkpoints, **kw)
+        steps.append(kw["step"])
+        if len(steps) == saves:
+            raise Interrupted
+
+    monkeypatch.setattr(ckpt, "save", save)
+    return steps
+
+
+def classification_run(tokenizer, model_dir):
+    rng = random.Random(0)
+    data = [ClassificationExample(f"x{i}", " ".join(rng.choices(WORDS[lang], k=1 + i % 6)), lang)
+            for i in range(14) for lang in [("en", "de", "ru")[i % 3]]]
+    hp = Hyperparameters(lr=3e-3, batch_size=4, max_steps=9, max_seq_len=32, warmup_ratio=0.2)  # 4 batches an epoch
+    task = get_task("classification")(tokenizer, hp)
+    task.fit_labels(data)
+    return task, data, model_dir
+
+
+def translation_run(tokenizer, tmp_path):
+    model_dir = tiny_seq2seq(tokenizer, tmp_path / "seq2seq")
+    data = [TranslationExample(f"p{i}", a, b) for i, (a, b) in enumerate(PAIRS)]
+    hp = Hyperparameters(lr=3e-3, batch_size=2, max_steps=7, max_seq_len=32, warmup_ratio=0.0)
+    return get_task("translation")(tokenizer, hp), data, model_dir
+
+
+def train(task, data, model_dir, checkpoints: Checkpoints | None):
+    """One run: the model as the runner loads it, fine-tuned; (losses, weights, the caller's state)."""
+    transformers.set_seed(0)
+    model = load_model(task, model_dir, data)
+    losses: list[float] = []
+    extra = checkpoints.extra if checkpoints is not None else {}
+    extra.setdefault("seen", [])
+
+    def on_step(step, total):  # the caller's own state, kept in the checkpoints
+        extra["seen"].append([step, round(losses[-1], 6)])
+
+    finetune(model, task, data, task.hp, seed=3, progress=False, history=losses, on_step=on_step,
+             checkpoints=checkpoints)
+    weights = {k: v.clone() for k, v in model.state_dict().items()}
+    return losses, weights, extra
+
+
+@pytest.mark.parametrize("kind,saves", [("classification", 1), ("classification", 4), ("classification", 8),
+                                        ("translation", 3)])
+def test_an_interrupted_run_continues_exactly(kind, saves, tokenizer, tiny_bert_dir, tmp_path, monkeypatch):
+    task, data, model_dir = (classification_run(tokenizer, tiny_bert_dir) if kind == "classification"
+                             else translation_run(tokenizer, tmp_path))
+    reference = train(task, data, model_dir, None)
+    checkpoints = Checkpoints(tmp_path / "ckpt", key="k", every_seconds=0)
+    steps = interrupt_after(monkeypatch, saves)
+    with pytest.raises(Interrupted):
+        train(task, data, model_dir, checkpoints)
+    assert steps == list(range(1, saves + 1))
+    again = Checkpoints(tmp_path / "ckpt", key="k", every_seconds=0)
+    losses, weights, extra = train(task, data, model_dir, again)
+    assert again.resumed_at == [saves]
+    assert losses == reference[0]
+    assert extra["seen"] == reference[2]["seen"]
+    assert weights.keys() == reference[1].keys()
+    assert all(torch.equal(weights[k], reference[1][k]) for k in weights)
+
+
+def test_a_checkpoint_of_other_settings_is_not_resumed(tokenizer, tiny_bert_dir, tmp_path, monkeypatch, capsys):
+    task, data, model_dir = classification_run(tokenizer, tiny_bert_dir)
+    reference = train(task, data, model_dir, None)
+    interrupt_after(monkeypatch, 5)
+    with pytest.raises(Interrupted):
+        train(task, data, model_dir, Checkpoints(tmp_path / "ckpt", key="other settings", every_seconds=0))
+    monkeypatch.undo()
+    capsys.readouterr()
+    fresh = Checkpoints(tmp_path / "ckpt", key="k", every_seconds=1e9)
+    losses, weights, _ = train(task, data, model_dir, fresh)
+    assert "holds a checkpoint of other settings or weights; starting again" in capsys.readouterr().err
+    assert fresh.resumed_at == [] and not (tmp_path / "ckpt").exists()
+    assert losses == reference[0]
+    assert all(torch.equal(weights[k], reference[1][k]) for k in weights)
+
+
+def test_a_damaged_checkpoint_is_an_error_naming_the_file(tokenizer, tiny_bert_dir, tmp_path, monkeypatch):
+    task, data, model_dir = classification_run(tokenizer, tiny_bert_dir)
+    interrupt_after(monkeypatch, 2)
+    with pytest.raises(Interrupted):
+        train(task, data, model_dir, Checkpoints(tmp_path / "ckpt", key="k", every_seconds=0))
+    weights = tmp_path / "ckpt" / "step_00000002" / "model.safetensors"
+    weights.write_bytes(weights.read_bytes()[:-100])
+    with pytest.raises(CorruptCheckpoint, match="model.safetensors: sha256 does not match"):
+        train(task, data, model_dir, Checkpoints(tmp_path / "ckpt", key="k", every_seconds=0))
+
+
+def spec(tmp_path) -> TaskSpec:
+    tsv = tmp_path / "en-de.tsv"
+    tsv.write_text("".join(f"{a}\t{b}\n" for a, b in PAIRS), encoding="utf-8")
+    hp = Hyperparameters(lr=3e-3, batch_size=2, max_steps=6, max_seq_len=32, warmup_ratio=0.0, num_beams=2,
+                         max_new_tokens=12, eval_batch_size=4, eval_steps=[2, 4])
+    return TaskSpec(name="toy_mt", type="translation", format="parallel_tsv", metric="bleu", languages=["en", "de"],
+                    source="en", train=str(tmp_path / "en-{lang}.tsv"), test=str(tmp_path / "en-{lang}.tsv"),
+                    seeds=[0], hyperparameters=hp.model_dump())
+
+
+def test_a_task_run_resumes_its_curve_and_leaves_no_checkpoint(tokenizer, tmp_path, monkeypatch):
+    """Through run_task, as the evaluate stage and `metaxlm finetune` run it: the default interval writes no
+    checkpoint in a short run; interrupted after step 3 and run again, the same scores, curve and reports."""
+    model_dir = tiny_seq2seq(tokenizer, tmp_path / "seq2seq")
+    s = spec(tmp_path)
+    saved = interrupt_after(monkeypatch, 99)
+    reference = run_task(s, model_dir, tmp_path / "a", scenario="supervised", tokenizer_dir=model_dir,
+                         progress=False, resume_key="k")
+    assert saved == []  # a run shorter than FINETUNE_CHECKPOINT_SECONDS writes none
+    monkeypatch.undo()
+    monkeypatch.setattr(ckpt, "FINETUNE_CHECKPOINT_SECONDS", 0.0)
+    interrupt_after(monkeypatch, 3)
+    with pytest.raises(Interrupted):
+        run_task(s, model_dir, tmp_path / "b", scenario="supervised", tokenizer_dir=model_dir, progress=False,
+                 resume_key="k")
+    assert (tmp_path / "b" / "supervised-runs" / "de-seed0.ckpt" / "step_00000003").is_dir()
+    # run again (still saving at every step; the wrapper does not interrupt again)
+    resumed = run_task(s, model_dir, tmp_path / "b", scenario="supervised", tokenizer_dir=model_dir,
+                       progress=False, resume_key="k")
+    for key in ("per_language", "reports", "curve"):
+        assert resumed[key] == reference[key], key
+    assert resumed["curve"]["de"]["steps"] == [2, 4, 6]
+    record = json.loads((tmp_path / "b" / "supervised-runs" / "de-seed0.json").read_text())
+    assert record["detail"]["resumed_at_steps"] == [3]
+    assert not (tmp_path / "b" / "supervised-runs" / "de-seed0.ckpt").exists()
