@@ -114,14 +114,15 @@ def test_a_checkpoint_of_other_settings_is_not_resumed(tokenizer, tiny_bert_dir,
     assert all(torch.equal(weights[k], reference[1][k]) for k in weights)
 
 
-def test_a_damaged_checkpoint_is_an_error_naming_the_file(tokenizer, tiny_bert_dir, tmp_path, monkeypatch):
+@pytest.mark.parametrize("damaged", ["model.safetensors", "trainer_state.json"])
+def test_a_damaged_checkpoint_is_an_error_naming_the_file(damaged, tokenizer, tiny_bert_dir, tmp_path, monkeypatch):
     task, data, model_dir = classification_run(tokenizer, tiny_bert_dir)
     interrupt_after(monkeypatch, 2)
     with pytest.raises(Interrupted):
         train(task, data, model_dir, Checkpoints(tmp_path / "ckpt", key="k", every_seconds=0))
-    weights = tmp_path / "ckpt" / "step_00000002" / "model.safetensors"
-    weights.write_bytes(weights.read_bytes()[:-100])
-    with pytest.raises(CorruptCheckpoint, match="model.safetensors: sha256 does not match"):
+    path = tmp_path / "ckpt" / "step_00000002" / damaged
+    path.write_bytes(path.read_bytes()[:-100])
+    with pytest.raises(CorruptCheckpoint, match=f"{damaged}: sha256 does not match"):
         train(task, data, model_dir, Checkpoints(tmp_path / "ckpt", key="k", every_seconds=0))
 
 

@@ -33,6 +33,7 @@ from metaxlm.models.checkpoint import (
     load_checkpoint,
     load_optimizer_states,
     save_checkpoint,
+    verify_checkpoint,
 )
 
 
@@ -59,7 +60,11 @@ class Checkpoints:
         path = latest_checkpoint(self.directory)
         if path is None:
             return None
-        key = json.loads((path / "trainer_state.json").read_text(encoding="utf-8")).get("key")
+        try:
+            key = json.loads((path / "trainer_state.json").read_text(encoding="utf-8")).get("key")
+        except (OSError, ValueError):
+            verify_checkpoint(path)  # names the damaged file
+            raise
         if key != self.key:
             print(f"fine-tuning: {self.directory} holds a checkpoint of other settings or weights; starting again",
                   file=sys.stderr, flush=True)
