@@ -5,7 +5,9 @@ Training: AdamW (fused kernel), linear warm-up then linear decay, gradient clipp
 batches padded to their longest feature, with features of similar length batched together (shuffled
 within windows of 64 batches, then batch order shuffled), which wastes little compute on padding.
 Everything random is seeded from `seed` (torch, numpy, python; the batch order from its own generator),
-so a run is a function of its seed. Inference: eval mode, the same precision, features sorted by length.
+so a run is a function of its seed — also when it was interrupted and continued from a checkpoint (a long run writes
+one every 10 minutes where it has a place for them: metaxlm.finetune.checkpoint). Inference: eval mode, the same
+precision, features sorted by length.
 In fp32 on a CPU, training runs under metaxlm.compute.fastpath (dropout masks from parallel numpy streams, attention
 with dropout and padding mask in one function instead of SDPA's slow math kernel); bf16 keeps torch's own dropout
 and SDPA, so bf16 fine-tuning results of earlier versions reproduce.
