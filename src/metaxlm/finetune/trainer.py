@@ -154,7 +154,8 @@ def finetune(model, task: Task, train_items: Sequence, hp: Hyperparameters, *, s
         if found is not None:
             step, epoch_batches, position = ckpt.resume(*found, checkpoints, model=model, optimizer=optimizer,
                                                         scheduler=schedule, batch_order=rng, history=history)
-            bar.update(step)
+            bar.initial = bar.n = bar.last_print_n = step  # the rate and ETA from this process's steps only
+            bar.refresh()
         last_save = time.perf_counter()
         while step < total:
             while position < len(epoch_batches):
