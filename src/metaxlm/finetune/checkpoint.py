@@ -42,15 +42,16 @@ class Checkpoints:
     """Where a fine-tuning run keeps its checkpoints, and what else they hold.
 
     `extra`: the caller's JSON-able state, saved with each checkpoint and, on resume, replaced by the saved one
-    (read it from here after training). `seconds` (restored on resume): training seconds the run had spent up to its
-    last checkpoint, so a resumed run reports the time of the pieces that count."""
+    (read it from here after training). `seconds_before` (restored on resume): the training seconds the run had spent
+    up to its last checkpoint, so a resumed run reports the time of the pieces that count; `resumed_at`: the step each
+    resume continued from."""
 
     directory: Path
     key: str
     every_seconds: float | None = None  # None: FINETUNE_CHECKPOINT_SECONDS (read at use, so a test may change it)
     extra: dict = field(default_factory=dict)
     seconds_before: float = 0.0
-    resumed_at: list[int] = field(default_factory=list)  # the step each resume continued from
+    resumed_at: list[int] = field(default_factory=list)
 
     def interval(self) -> float:
         return FINETUNE_CHECKPOINT_SECONDS if self.every_seconds is None else self.every_seconds
