@@ -79,9 +79,8 @@ class Checkpoints:
 
 def random_states(batch_order: random.Random) -> dict:
     """Every generator a fine-tuning step draws from, as JSON."""
-    version, mt, gauss = random.getstate()
     np_name, np_keys, np_pos, np_has_gauss, np_gauss = np.random.get_state()
-    states = {"batch_order": _python_state(batch_order.getstate()), "python": [version, list(mt), gauss],
+    states = {"batch_order": _python_state(batch_order.getstate()), "python": _python_state(random.getstate()),
               "numpy": [np_name, np_keys.tolist(), int(np_pos), int(np_has_gauss), float(np_gauss)],
               "torch": torch.get_rng_state().tolist()}
     if torch.cuda.is_available() and torch.cuda.is_initialized():
