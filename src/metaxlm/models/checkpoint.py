@@ -178,8 +178,7 @@ def load_checkpoint(path: Path, *, model, objectives=None) -> dict:
     # a missing name is fine when its tensor is one that was loaded; anything else missing is an error
     state = model.state_dict()
     loaded = {t.data_ptr() for k, t in state.items() if k in weights}
-    missing = [k for k in missing if not k.endswith(("decoder.weight", "decoder.bias"))
-               and state[k].data_ptr() not in loaded]
+    missing = [k for k in missing if state[k].data_ptr() not in loaded]
     if missing or unexpected:
         raise CorruptCheckpoint(f"{path}: checkpoint does not fit the model (missing {missing}, unexpected {unexpected})")
     model.tie_weights()
