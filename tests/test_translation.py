@@ -717,3 +717,33 @@ def test_a_translation_run_is_keyed_by_the_model_files_it_reads(tokenizer, tmp_p
     with (final / "tokenizer.json").open("a") as f:  # another tokenizer file (still valid JSON)
         f.write("\n")
     assert keys()["random"] != before["random"]  # the tokenizer is read by every init
+
+
+def test_a_finished_run_keeps_its_outputs_beside_its_record(tokenizer, model_dir, tmp_path):
+    """Every test output goes to <run>.outputs.jsonl in the test file's order (source and reference as read), and
+    scoring those outputs gives the recorded score; the record (also the one in finished_runs) keeps the first
+    RECORDED_OUTPUTS of them, not a choice; a rerun that reuses the record neither trains nor drops the file."""
+    import json
+
+    from metaxlm.config.defaults import RECORDED_OUTPUTS
+
+    s = spec(tmp_path)
+    out, archive = tmp_path / "out", tmp_path / "archive"
+    entry = run_task(s, model_dir, out, scenario="supervised", seeds=[0], tokenizer_dir=model_dir, progress=False,
+                     resume_key="k", finished_runs=archive)
+    path = out / "supervised-runs" / "de-seed0.outputs.jsonl"
+    rows = [json.loads(line) for line in path.read_text(encoding="utf-8").splitlines()]
+    assert [(r["lang"], r["source"], r["reference"]) for r in rows] == [("de", a, b) for a, b in PAIRS]
+    assert all(isinstance(r["output"], str) for r in rows)
+    task = get_task("translation")(tokenizer, s.hyperparameters)
+    examples = load_examples("parallel_tsv", tmp_path / "en-de.tsv")
+    assert [r["id"] for r in rows] == [ex.id for ex in examples]
+    scored = task.score(examples, [r["output"] for r in rows], metric="bleu", lang="de")
+    assert entry["per_language"]["de"]["runs"] == [pytest.approx(scored)]
+    for record in (out / "supervised-runs" / "de-seed0.json", archive / "supervised-runs" / "de-seed0.json"):
+        kept = json.loads(record.read_text(encoding="utf-8"))["detail"]["outputs"]
+        assert kept == {"de": [{k: v for k, v in r.items() if k != "lang"} for r in rows[:RECORDED_OUTPUTS]]}
+    before = path.read_bytes()
+    again = run_task(s, model_dir, out, scenario="supervised", seeds=[0], tokenizer_dir=model_dir, progress=False,
+                     resume_key="k")
+    assert again["per_language"] == entry["per_language"] and path.read_bytes() == before

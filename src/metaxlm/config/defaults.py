@@ -26,3 +26,6 @@ START_OF = "start_of:"  # evaluate.models: {start: "start_of:<variant>"}, a star
 # A fine-tuning run writes a checkpoint after each this many seconds of training (metaxlm.finetune.checkpoint): a
 # run of a few minutes writes none, a translation model's hours-long run loses at most this much to an interruption.
 FINETUNE_CHECKPOINT_SECONDS = 600.0
+# A finished fine-tuning run's record keeps its first this many test outputs per language (a task type that has
+# outputs to read: translation), the test set's first items, not chosen; all of them go to <run>.outputs.jsonl.
+RECORDED_OUTPUTS = 5

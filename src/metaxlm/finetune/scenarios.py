@@ -27,13 +27,14 @@ from pathlib import Path
 import torch
 
 from metaxlm.compute.precision import cpu_model
+from metaxlm.config.defaults import RECORDED_OUTPUTS
 from metaxlm.errors import MetaXLMError
 from metaxlm.finetune.checkpoint import Checkpoints
 from metaxlm.finetune.models import load_finetune_tokenizer, load_model
 from metaxlm.finetune.spec import TaskSpec
 from metaxlm.finetune.tasks import Task, get_task
 from metaxlm.finetune.trainer import finetune, predict, set_seed
-from metaxlm.io import atomic_dir, atomic_write_json, json_safe
+from metaxlm.io import atomic_dir, atomic_write_json, atomic_write_text, json_safe
 
 SCENARIOS = ("zero_shot", "supervised", "translate_train", "transfer_matrix")
 
@@ -377,6 +378,13 @@ class _Runner:
             detail["reports"] = reports
         if collapsed:
             detail["collapsed"] = collapsed
+        outputs = {lang: rows for lang, examples in tests.items() if (rows := task.outputs(examples, predictions[lang]))}
+        if outputs:
+            detail["outputs"] = {lang: rows[:RECORDED_OUTPUTS] for lang, rows in outputs.items()}
+            if self.runs_dir is not None:  # every output, beside the record (which a rerun reuses without them)
+                atomic_write_text(self.runs_dir / f"{_run_name(label, seed)}.outputs.jsonl", "".join(
+                    json.dumps({"lang": lang, **row}, ensure_ascii=False) + "\n"
+                    for lang, rows in outputs.items() for row in rows))
         if checkpoints is not None and checkpoints.resumed_at:
             detail["resumed_at_steps"] = checkpoints.resumed_at
         if curve:

@@ -111,6 +111,12 @@ class Task:
         beat before comparing models on it means anything. Default: none (e.g. translation)."""
         return None
 
+    def outputs(self, examples: Sequence, predictions: list) -> list[dict] | None:
+        """What the model produced for each test example, as rows a person reads (`{"id", ..., "output"}`), in the
+        test set's order: a finished run writes them beside its record and keeps the first few in it. Default:
+        none (a class or tag sequence is read through the scores)."""
+        return None
+
     def collapse(self, examples: Sequence, predictions: list) -> str | None:
         """What a collapsed model does ("predicts one class ('x') for 98% of test items"), or None: the predictions
         are (nearly) one answer for every input (COLLAPSE_SHARE). Default: never judged."""

@@ -129,6 +129,10 @@ class TranslationTask(Task):
         return corpus_scores(predictions, [ex.target for ex in examples], target_lang=self.target_language(lang),
                              tokenize=spec.bleu_tokenize if spec is not None else None)
 
+    def outputs(self, examples, predictions) -> list[dict]:
+        return [{"id": ex.id, "source": ex.source, "reference": ex.target, "output": output}
+                for ex, output in zip(examples, predictions, strict=True)]
+
     def collapse(self, examples, predictions) -> str | None:
         found = collapsed_to_one(list(predictions), [ex.target for ex in examples])
         return None if found is None else f"gives one output ({found[0][:40]!r}) for {found[1]:.0%} of test sentences"
