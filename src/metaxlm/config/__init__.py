@@ -39,8 +39,9 @@ from metaxlm.config.schema import (
 from metaxlm.config.yaml import apply_override, dump_config, read_yaml
 
 __all__ = [
-    "AUTOCAST_PRECISIONS", "FINETUNE_CHECKPOINT_SECONDS", "INFERENCE_BATCH_TOKENS", "MASK_PROB", "PAPER_MU", "PRECISIONS", "PROBE_PRECISIONS",
-    "RECORDED_OUTPUTS", "START_OF", "AlignmentEvalSpec", "AutocastPrecision", "CorpusSpec", "DataConfig", "EvalConfig", "MetaConfig",
+    "AUTOCAST_PRECISIONS", "FINETUNE_CHECKPOINT_SECONDS", "INFERENCE_BATCH_TOKENS", "MASK_PROB", "PAPER_MU",
+    "PRECISIONS", "PROBE_PRECISIONS", "RECORDED_OUTPUTS", "START_OF", "AlignmentEvalSpec", "AutocastPrecision",
+    "CorpusSpec", "DataConfig", "EvalConfig", "MetaConfig",
     "ModelConfig", "ParallelSpec", "Precision", "PrepareConfig", "ReportConfig", "RetrievalEvalSpec", "RunConfig",
     "Strict", "TrainConfig", "TransferConfig", "VariantPlan", "VocabConfig", "apply_override", "dump_config",
     "format_errors", "load_config", "read_yaml", "validation_problems",
