@@ -725,7 +725,7 @@ def test_a_finished_run_keeps_its_outputs_beside_its_record(tokenizer, model_dir
     RECORDED_OUTPUTS of them, not a choice; a rerun that reuses the record neither trains nor drops the file."""
     import json
 
-    from metaxlm.config.defaults import RECORDED_OUTPUTS
+    from metaxlm.config import RECORDED_OUTPUTS
 
     s = spec(tmp_path)
     out, archive = tmp_path / "out", tmp_path / "archive"

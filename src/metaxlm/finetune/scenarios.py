@@ -27,7 +27,7 @@ from pathlib import Path
 import torch
 
 from metaxlm.compute.precision import cpu_model
-from metaxlm.config.defaults import RECORDED_OUTPUTS
+from metaxlm.config import RECORDED_OUTPUTS
 from metaxlm.errors import MetaXLMError
 from metaxlm.finetune.checkpoint import Checkpoints
 from metaxlm.finetune.models import load_finetune_tokenizer, load_model
