@@ -12,7 +12,6 @@ a dev or test sentence. `gettext_probe.yaml` beside this file is the task both p
 from __future__ import annotations
 
 import argparse
-import gzip
 import tempfile
 from pathlib import Path
 
@@ -34,10 +33,8 @@ def main() -> None:
     dev, demo = data.dev(lang), data.train(lang)
     test = load_examples("parallel_tsv", Path(f"data/demo/retrieval/en-{lang}.tsv.xz"))
     with tempfile.TemporaryDirectory() as tmp:
-        writers = _build_parallel(Path(tmp), _Fetcher(args.cache), ("en", lang), progress=False)
-        writers[lang].close()
-        with gzip.open(writers[lang].path, "rt", encoding="utf-8") as f:
-            catalogue = [line.rstrip("\n").split("\t") for line in f]
+        writers = _build_parallel(Path(tmp), _Fetcher(args.cache), ("en", lang), progress=False)  # closes them
+        catalogue = [(ex.source, ex.target) for ex in load_examples("parallel_tsv", writers[lang].path)]
     held = {side for ex in (*dev, *test) for side in (ex.source, ex.target)}
     extra = [(en, xx) for en, xx in catalogue if en not in held and xx not in held]
 
