@@ -234,9 +234,36 @@ def test_scores_against_fine_tuning_steps(tmp_path):
     # a curve on a subset of the test items says so (hyperparameters.curve_items); one on every item says nothing
     assert "every item): mt_veco: 250 test items per language." in md and "mt_random: 250" not in md
     assert "| model · task | language | metric | step 25 | step 50 | step 100 |" in md
-    assert "| veco · mt_veco | de | bleu | 1.0 | 4.0 | 9.0 |" in md
-    assert "| veco · mt_random | de | chrf | 0.0 | 1.5 | 4.5 |" in md
+    assert "| veco · mt_veco | en→de | bleu | 1.0 | 4.0 | 9.0 |" in md
+    assert "| veco · mt_random | en→de | chrf | 0.0 | 1.5 | 4.5 |" in md
     assert "finetune_curves.png" in {p.name for p in written["figures"]}
+
+
+def test_a_reverse_task_is_labelled_by_the_way_it_translates_and_examples_sit_side_by_side(tmp_path):
+    """direction: reverse (de→en) gets its own curve panel and label, never the en→de one's; the example outputs of
+    every model · task on the same test items share a table per language pair, item by item."""
+    def mt(bleu: float, direction: str, outputs: list[str], source_side: str) -> dict:
+        rows = [{"id": str(i), "source": f"{source_side} {i}", "reference": f"ref {source_side} {i}", "output": o}
+                for i, o in enumerate(outputs)]
+        return {"type": "translation", "metric": "bleu", "scenario": "supervised", "source": "en", "seeds": [0, 1],
+                "direction": direction, "per_language": {"de": _stat([bleu])},
+                "curve": {"de": {"steps": [10, 20], "bleu": [_stat([bleu / 2]), _stat([bleu])]}},
+                "examples": {"de": {"seed": 0, "rows": rows}}}
+    _write(tmp_path, {"model_name": "veco", "variant": "veco", "step": 100,
+                      "tasks": {"mt_veco": mt(9.0, "forward", ["Hallo", "Welt"], "en"),
+                                "mt_random": mt(1.0, "forward", ["x", "y"], "en"),
+                                "mt_veco_reverse": mt(12.0, "reverse", ["Hello"], "de")}})
+    md = write_report([tmp_path])["markdown"].read_text()
+    assert "| veco · mt_veco | en→de | bleu | 4.5 | 9.0 |" in md
+    assert "| veco · mt_veco_reverse | de→en | bleu | 6.0 | 12.0 |" in md
+    assert "supervised into en" in md and "supervised from en" in md
+    assert "## Example outputs" in md
+    en_de = md.split("| # | en→de | text |")[1].split("\n\n")[0]
+    assert [line for line in en_de.splitlines() if line.startswith("| 2 ")] == [
+        "| 2 | source | en 1 |", "| 2 | reference | ref en 1 |", "| 2 | veco · mt_veco (seed 0) | Welt |",
+        "| 2 | veco · mt_random (seed 0) | y |"]
+    de_en = md.split("| # | de→en | text |")[1].split("\n\n")[0]
+    assert "| 1 | veco · mt_veco_reverse (seed 0) | Hello |" in de_en and "mt_random" not in de_en
 
 
 def test_objective_losses_are_read_per_objective_and_plotted(tmp_path):

@@ -747,3 +747,19 @@ def test_a_finished_run_keeps_its_outputs_beside_its_record(tokenizer, model_dir
     again = run_task(s, model_dir, out, scenario="supervised", seeds=[0], tokenizer_dir=model_dir, progress=False,
                      resume_key="k")
     assert again["per_language"] == entry["per_language"] and path.read_bytes() == before
+    # the task entry shows the same first rows (the report's examples), also when the run is reused
+    first = [{k: v for k, v in r.items() if k != "lang"} for r in rows[:RECORDED_OUTPUTS]]
+    assert entry["examples"] == again["examples"] == {"de": {"seed": 0, "rows": first}}
+    assert entry["direction"] == "forward"
+
+
+def test_examples_come_from_the_lowest_seed_whatever_the_order_runs_finished():
+    from metaxlm.finetune.scenarios import report_summary
+
+    def run(seed: int) -> dict:
+        return {"seed": seed, "label": "de", "outputs": {"de": [{"id": "0", "source": "a", "reference": "b",
+                                                                  "output": f"seed {seed}"}]}}
+
+    summary = report_summary([run(2), run(0), run(1)], "bleu")
+    assert summary["examples"] == {"de": {"seed": 0, "rows": run(0)["outputs"]["de"]}}
+    assert "examples" not in report_summary([{"seed": 0, "label": "de"}], "bleu")  # a task type without outputs

@@ -430,7 +430,8 @@ def _numbers(reports: dict[str, dict]) -> dict[str, dict[str, float]]:
 def report_summary(details: list[dict], metric: str) -> dict:
     """What the runs' reports and curves add to a task entry: `reports` (per language, each further score as
     mean/std/runs over the runs, and the `signatures` saying how they were computed) and `curve` (per language,
-    the steps and each score's mean/std/runs at each step)."""
+    the steps and each score's mean/std/runs at each step) and `examples` (per language, the outputs the lowest
+    seed's run recorded: `Task.outputs`' first rows)."""
     out: dict = {}
     reports: dict[str, dict[str, list[float]]] = {}
     signatures: dict[str, dict] = {}
@@ -450,6 +451,12 @@ def report_summary(details: list[dict], metric: str) -> dict:
     if reports:
         out["reports"] = {lang: {**{k: _stat(v, runs=True) for k, v in r.items()}, **signatures.get(lang, {})}
                           for lang, r in reports.items()}
+    examples: dict[str, dict] = {}
+    for run in sorted(details, key=lambda r: r["seed"]):  # the lowest seed's outputs: a rule, not a choice
+        for lang, rows in run.get("outputs", {}).items():
+            examples.setdefault(lang, {"seed": run["seed"], "rows": rows})
+    if examples:
+        out["examples"] = examples
     if curves:
         out["curve"] = {}
         for lang, points in curves.items():
@@ -510,6 +517,8 @@ def run_task(spec: TaskSpec, model_dir: str | Path, out_dir: str | Path | None =
             runner, data, langs, seeds, notes)
         entry.update(summarize(runs, None if scenario == "supervised" else spec.source))
         entry.update(report_summary(runner.details, spec.metric))
+        if entry["report_hints"].get("directional"):  # which way it translates: source→language, or back
+            entry["direction"] = spec.direction
     entry["note"] = "; ".join(n for n in notes if n)
     if spec.hyperparameters.eval_steps and spec.hyperparameters.curve_items is not None:
         entry["curve_items"] = spec.hyperparameters.curve_items  # the curve's points are on this many test items

@@ -25,6 +25,13 @@ def report_hints(entry: dict) -> dict:
     return {**DEFAULT_REPORT_HINTS, **(declared if isinstance(declared, dict) else _BEFORE_HINTS.get(entry.get("type"), {}))}
 
 
+def language_pair(entry: dict, lang: str) -> str:
+    """What a directional task's result for test language `lang` translates: `source→lang`, or `lang→source` for a
+    task run with `direction: reverse` (entries written before the direction was recorded are forward)."""
+    source = entry.get("source", "?")
+    return f"{lang}→{source}" if entry.get("direction") == "reverse" else f"{source}→{lang}"
+
+
 def slug(name: str) -> str:
     return re.sub(r"[^A-Za-z0-9._-]+", "_", name).strip("_") or "x"
 

@@ -13,6 +13,7 @@ report.html and figures/*.png. Sections, each only when some result has the data
   what this run can and cannot show (models at chance, retrieval at its floor, collapsed fine-tuning; only
   when something is); overview; the method comparison when the run config names a control (report/comparison.py); per task a table (models x languages, avg, transfer gap; mean ± std over seeds) and grouped bars;
   test scores against fine-tuning steps for tasks run with eval_steps (e.g. translation from several inits);
+  example outputs (the first test items, each model and task side by side: translation);
   retrieval accuracy@1 and AER against layer (paper Figures 3-4) with the best layer per model; average target
   score and transfer gap against pretraining step (Figure 5); transfer-direction heat maps (Figure 6); each run's
   pretraining comparison (report/pretraining.py, redrawn); notes (e.g. the XQuAD split) and provenance.
@@ -35,6 +36,7 @@ from metaxlm.report.cells import (
     DASH,
     best_index,
     cell,
+    language_pair,
     n_seeds,
     ordered,
     percent_scale,
@@ -101,7 +103,8 @@ def task_table(task: str, entries: dict[str, dict]) -> Table:
     scenario = ", ".join(ordered(str(t.get("scenario", "?")) for t in entries.values()))
     seeds = ", ".join(ordered(str(n_seeds(t)) for t in entries.values()))
     caption = (f"{task}: {metric}{' (%)' if scale == 100 else ''}, {scenario}"
-               + (f" from {first['source']}" if first.get("source") else "")
+               + (f" {'into' if first.get('direction') == 'reverse' else 'from'} {first['source']}"
+                  if first.get("source") else "")
                + f"; mean ± std over {seeds} seed(s). avg: all languages; gap: source − mean of the other languages"
                " (lower is better). Best per column in bold.")
     if collapsed_seen:
@@ -174,13 +177,14 @@ def _curve_sections(models: list[ModelResult], fig_dir: Path, colors: dict[str, 
             for metric in metrics:
                 if metric not in curve:
                     continue
-                panel = f"{metric} · {t.get('source', '?')}→{lang}" if hints["directional"] else f"{metric} · {lang}"
+                where = language_pair(t, lang) if hints["directional"] else lang
+                panel = f"{metric} · {where}"
                 ylabels[panel] = f"{metric}{' (%)' if scale == 100 else ''}"
                 points = [(step, number(stat.get("mean")) * scale, number(stat.get("std")) * scale)
                           for step, stat in zip(curve["steps"], curve[metric], strict=True)]
                 panels.setdefault(panel, {})[label[(model, task)]] = points
                 steps_seen += curve["steps"]
-                rows.append((label[(model, task)], lang, metric,
+                rows.append((label[(model, task)], where, metric,
                              {step: cell(stat, n_seeds(t), scale)[0]
                               for step, stat in zip(curve["steps"], curve[metric], strict=True)}))
     steps = sorted(set(steps_seen))
@@ -201,6 +205,34 @@ def _curve_sections(models: list[ModelResult], fig_dir: Path, colors: dict[str, 
 
 def _f(value: float) -> str:
     return DASH if math.isnan(value) else f"{value:.1f}"
+
+
+def _example_sections(models: list[ModelResult]) -> list[Section]:
+    """Outputs beside their source and reference (tasks whose runs keep them: translation): the first test items
+    of each language (pair), as the test file orders them, from each model and task's lowest-seed run — a fixed
+    rule, so the examples are not picked."""
+    groups: dict[str, dict] = {}  # language (pair) -> items in order, and each model · task's outputs
+    for m in models:
+        for task, t in m.data.get("tasks", {}).items():
+            directional = report_hints(t)["directional"]
+            for lang, shown in t.get("examples", {}).items():
+                group = groups.setdefault(language_pair(t, lang) if directional else lang, {"items": {}, "outputs": {}})
+                outputs = group["outputs"].setdefault(f"{m.name} · {task} (seed {shown['seed']})", {})
+                for row in shown["rows"]:
+                    item = (row["id"], row["source"], row["reference"])
+                    group["items"].setdefault(item, len(group["items"]) + 1)
+                    outputs[item] = row["output"]
+    blocks: list = []
+    for where, group in groups.items():
+        rows = []
+        for item, n in group["items"].items():
+            rows += [[str(n), "source", item[1]], [str(n), "reference", item[2]]]
+            rows += [[str(n), system, found.get(item, DASH)] for system, found in group["outputs"].items()]
+        blocks.append(Table(["#", where, "text"], rows, text_columns=3,
+                            caption=f"{where}: the first {len(group['items'])} test items in the test file's order, "
+                                    "each model · task's output from its lowest-seed run."))
+    return [Section("Example outputs", [Text("Outputs as the models wrote them, beside the source and reference "
+                                             "(not chosen: the test set's first items).")] + blocks)] if blocks else []
 
 
 def _feature_sections(models: list[ModelResult], fig_dir: Path, colors: dict[str, str]) -> list[Section]:
@@ -396,7 +428,8 @@ def write_report(run_dirs: list[Path], out_dir: Path | None = None) -> dict:
         sections = (limits_section(final) + (_overview(results, final) if results else [])
                     + findings_section(runs[0], results, out)
                     + comparison_sections(final, runs[0], fig_dir, colors) + _task_sections(final, fig_dir, colors)
-                    + _curve_sections(final, fig_dir, colors) + _feature_sections(final, fig_dir, colors)
+                    + _curve_sections(final, fig_dir, colors) + _example_sections(final)
+                    + _feature_sections(final, fig_dir, colors)
                     + _steps_section(results, fig_dir, colors) + _transfer_sections(final, fig_dir)
                     + _pretraining_sections(runs, fig_dir, colors, report_variant_names(runs, results))
                     + _notes_section(results, runs))
