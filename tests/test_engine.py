@@ -93,6 +93,40 @@ def test_resume_after_sigkill_is_exact_with_a_stateful_objective(run_template, t
                                eval_every=20)
 
 
+def test_a_resumed_run_keeps_the_precision_it_began_in(run_template, tmp_path, monkeypatch):
+    """Begun where `auto` picks bf16 (a CPU with fast bf16), continued from its step-2 checkpoint where `auto`
+    picks fp32: the continuation trains in bf16, to the weights of the run that never moved, and says so."""
+    from metaxlm.compute import precision as P
+
+    original = P._decide
+
+    def as_on(picked: str):
+        def decide(requested, device_type, *args, **kwargs):
+            if requested != "auto":
+                return original(requested, device_type, *args, **kwargs)
+            return P.PrecisionChoice(picked, "auto", device_type, f"as on a CPU where {picked} is faster")
+        return decide
+
+    path = make_config(run_template, tmp_path, steps=4, save_every=2, keep_checkpoints=5)
+    monkeypatch.setattr(P, "_decide", as_on("bf16"))
+    first = run_pretrain(load_config(path), "xlm", progress=False)
+    assert json.loads((first.out_dir / "ckpt" / "step_00000002" / "trainer_state.json").read_text())[
+        "precision"] == "bf16"
+    moved = tmp_path / "moved"  # the run as it stood after step 2, on another machine
+    shutil.copytree(tmp_path / "run", moved)
+    variant = moved / "pretrain" / "xlm"
+    shutil.rmtree(variant / "ckpt" / "step_00000004")
+    shutil.rmtree(variant / "final")
+    monkeypatch.setattr(P, "_decide", as_on("fp32"))
+    run_pretrain(load_config(path, [f"output_dir={moved}"]), "xlm", resume_from=variant / "ckpt" / "step_00000002",
+                 progress=False)
+    summary = json.loads((variant / "summary.json").read_text())["precision"]
+    assert summary["precision"] == "bf16" and "began in (kept on resume)" in summary["precision_reason"]
+    assert summary["precision_requested"] == "auto"
+    reference, resumed = (load_file(str(d / "final" / "model.safetensors")) for d in (first.out_dir, variant))
+    assert reference.keys() == resumed.keys() and all(torch.equal(reference[k], resumed[k]) for k in reference)
+
+
 # -- verified checkpoints -------------------------------------------------------------------------------------------
 def test_corrupted_checkpoint_is_detected_and_the_previous_good_one_offered(run_template, tmp_path):
     from metaxlm.models.checkpoint import CorruptCheckpoint

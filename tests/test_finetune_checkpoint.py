@@ -161,3 +161,52 @@ def test_a_task_run_resumes_its_curve_and_leaves_no_checkpoint(tokenizer, tmp_pa
     record = json.loads((tmp_path / "b" / "supervised-runs" / "de-seed0.json").read_text())
     assert record["detail"]["resumed_at_steps"] == [3]
     assert not (tmp_path / "b" / "supervised-runs" / "de-seed0.ckpt").exists()
+
+
+def test_a_resumed_run_keeps_the_precision_it_began_in(tokenizer, tmp_path, monkeypatch, capsys):
+    """Begun where `auto` picks bf16 (a CPU with fast bf16), interrupted, resumed where it picks fp32 (one
+    without): the run trains and tests on in bf16 — the scores and curve of a run that never moved — and its record
+    says in which precision it trained and tested."""
+    from metaxlm.compute.precision import PrecisionChoice
+    from metaxlm.finetune import inference
+
+    original = inference.precision_for
+
+    def as_on(picked: str):
+        def precision_for(model, requested="auto", **kw):
+            if requested != "auto":
+                return original(model, requested, **kw)
+            return PrecisionChoice(picked, "auto", "cpu", f"as on a CPU where {picked} is faster")
+        return precision_for
+
+    model_dir = tiny_seq2seq(tokenizer, tmp_path / "seq2seq")
+    s = spec(tmp_path)
+    monkeypatch.setattr(inference, "precision_for", as_on("bf16"))
+    reference = run_task(s, model_dir, tmp_path / "a", scenario="supervised", tokenizer_dir=model_dir,
+                         progress=False, resume_key="k")
+    monkeypatch.setattr(ckpt, "FINETUNE_CHECKPOINT_SECONDS", 0.0)
+    interrupt_after(monkeypatch, 3)  # after the curve's step-2 test: both parts have begun
+    with pytest.raises(Interrupted):
+        run_task(s, model_dir, tmp_path / "b", scenario="supervised", tokenizer_dir=model_dir, progress=False,
+                 resume_key="k")
+    monkeypatch.undo()
+    monkeypatch.setattr(ckpt, "FINETUNE_CHECKPOINT_SECONDS", 0.0)
+    monkeypatch.setattr(inference, "precision_for", as_on("fp32"))
+    capsys.readouterr()
+    resumed = run_task(s, model_dir, tmp_path / "b", scenario="supervised", tokenizer_dir=model_dir,
+                       progress=False, resume_key="k")
+    err = capsys.readouterr().err
+    assert "train continues in bf16, the precision the run began in" in err
+    assert "test continues in bf16, the precision the run began in" in err
+    for key in ("per_language", "reports", "curve"):
+        assert resumed[key] == reference[key], key
+    for run in ("a", "b"):
+        record = json.loads((tmp_path / run / "supervised-runs" / "de-seed0.json").read_text())
+        assert record["detail"]["precision"] == {"train": "bf16", "test": "bf16"}
+    # a run begun here, without a checkpoint to keep, is in this CPU's choice, and says so
+    fresh = run_task(s, model_dir, tmp_path / "c", scenario="supervised", tokenizer_dir=model_dir, progress=False,
+                     resume_key="k")
+    record = json.loads((tmp_path / "c" / "supervised-runs" / "de-seed0.json").read_text())
+    assert record["detail"]["precision"] == {"train": "fp32", "test": "fp32"} and "continues in" not in \
+        capsys.readouterr().err
+    assert fresh["curve"]["de"]["steps"] == [2, 4, 6]

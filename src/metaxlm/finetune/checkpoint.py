@@ -8,7 +8,8 @@ minutes writes none. The format is the pretraining's (metaxlm.models.checkpoint:
 verified by its sha256 on resume): the weights (whole, also while only the used embedding rows train), the optimizer
 and schedule, and in trainer_state.json the step, the current epoch's batches and the position in them, the state of
 every random generator (python's, numpy's, torch's — dropout masks are drawn from it — and the batch order's), the
-losses so far, and the caller's own state (the curve's points). The resume key of the run (what it is computed
+losses so far, the precision training and testing run in (kept on resume, also on a CPU whose `auto` would choose
+another), and the caller's own state (the curve's points). The resume key of the run (what it is computed
 from: task settings, model weights, scenario) is stored too: a checkpoint of other settings is discarded with a
 line saying so, never resumed. Once the run is finished and recorded its checkpoints are removed.
 """
@@ -44,7 +45,8 @@ class Checkpoints:
     `extra`: the caller's JSON-able state, saved with each checkpoint and, on resume, replaced by the saved one
     (read it from here after training). `seconds_before` (restored on resume): the training seconds the run had spent
     up to its last checkpoint, so a resumed run reports the time of the pieces that count; `resumed_at`: the step each
-    resume continued from."""
+    resume continued from; `precision` (restored with the weights): the precision of each part of the run ("train",
+    "test": metaxlm.finetune.inference.kept_precision), which a resumed run keeps whatever this CPU's `auto` says."""
 
     directory: Path
     key: str
@@ -52,6 +54,7 @@ class Checkpoints:
     extra: dict = field(default_factory=dict)
     seconds_before: float = 0.0
     resumed_at: list[int] = field(default_factory=list)
+    precision: dict[str, str] = field(default_factory=dict)
 
     def interval(self) -> float:
         return FINETUNE_CHECKPOINT_SECONDS if self.every_seconds is None else self.every_seconds
@@ -115,7 +118,7 @@ def save(checkpoints: Checkpoints, *, step: int, model, optimizer, scheduler, us
     trainer_state = {"key": checkpoints.key, "batches": batches, "position": position,
                      "random": random_states(batch_order), "history": history, "extra": checkpoints.extra,
                      "seconds": checkpoints.seconds_before + time.perf_counter() - started,
-                     "resumed_at": checkpoints.resumed_at}
+                     "resumed_at": checkpoints.resumed_at, "precision": checkpoints.precision}
     with used.full():
         save_checkpoint(checkpoints.directory, step, model=model, optimizer_state=state, scheduler=scheduler,
                         state=trainer_state, keep=1)
@@ -125,7 +128,12 @@ def load_weights(checkpoints: Checkpoints, model) -> tuple[Path, dict] | None:
     """The run's latest checkpoint (its path and trainer state) with its weights restored into `model` — before the
     optimizer exists, and before the used embedding rows are taken from the whole matrix —; None: start afresh."""
     path = checkpoints.latest()
-    return None if path is None else (path, load_checkpoint(path, model=model))
+    if path is None:
+        return None
+    trainer_state = load_checkpoint(path, model=model)
+    checkpoints.precision.clear()  # checkpoints written before precisions were kept have none: decided anew
+    checkpoints.precision.update(trainer_state.get("precision") or {})
+    return path, trainer_state
 
 
 def resume(path: Path, trainer_state: dict, checkpoints: Checkpoints, *, model, optimizer, scheduler,

@@ -8,6 +8,7 @@ tokens, so little compute goes to padding; outputs come back in the features' or
 
 from __future__ import annotations
 
+import sys
 from collections.abc import Sequence
 from typing import Any, Protocol
 
@@ -15,8 +16,9 @@ import numpy as np
 import torch
 from tqdm import tqdm
 
-from metaxlm.compute.precision import PrecisionChoice, compute_device, precision_for
+from metaxlm.compute.precision import PrecisionChoice, compute_device, precision_for, resolve_precision
 from metaxlm.data.padding import IGNORE, length_sorted_batches
+from metaxlm.errors import ConfigError
 from metaxlm.finetune.hyperparameters import Hyperparameters
 
 Feature = dict[str, Any]
@@ -36,6 +38,28 @@ def resolved_precision(model, hp: Hyperparameters, device: torch.device, batch_s
     """hp.precision on `device` (metaxlm.compute.precision.precision_for) for batches of `batch_size` features: what
     training, inference and generation of a task run in."""
     return precision_for(model, hp.precision, tokens=batch_size * hp.max_seq_len, device=device)
+
+
+def kept_precision(precisions: dict[str, str] | None, part: str, chosen: PrecisionChoice,
+                   device: torch.device) -> PrecisionChoice:
+    """The precision of one part of a fine-tuning run ("train", "test"), recorded in `precisions`: `chosen`, unless
+    `precisions` holds the part already — a run resumed from its checkpoint, perhaps on another CPU where `auto`
+    chooses otherwise —, then the one the run began in, so it continues as it began (one precision per run)."""
+    if precisions is None:
+        return chosen
+    kept = precisions.setdefault(part, chosen.precision)
+    if kept == chosen.precision:
+        return chosen
+    try:
+        choice = resolve_precision(kept, device, announce=False)
+    except ConfigError as err:  # e.g. begun in fp16 on a GPU, resumed on a CPU
+        print(f"fine-tuning: {part} began in {kept}, which cannot run here ({err}); continuing in {chosen.precision}",
+              file=sys.stderr, flush=True)
+        precisions[part] = chosen.precision
+        return chosen
+    print(f"fine-tuning: {part} continues in {kept}, the precision the run began in (here `{chosen.requested}` "
+          f"would choose {chosen.precision}: {chosen.reason})", file=sys.stderr, flush=True)
+    return choice
 
 
 def collate(features: list[Feature], pad_id: int, target_keys: Sequence[str] = ()) -> dict[str, torch.Tensor]:

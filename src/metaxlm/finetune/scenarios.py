@@ -26,10 +26,11 @@ from pathlib import Path
 
 import torch
 
-from metaxlm.compute.precision import cpu_model
+from metaxlm.compute.precision import compute_device, cpu_model
 from metaxlm.config import RECORDED_OUTPUTS
 from metaxlm.errors import MetaXLMError
 from metaxlm.finetune.checkpoint import Checkpoints
+from metaxlm.finetune.inference import kept_precision, resolved_precision
 from metaxlm.finetune.models import load_finetune_tokenizer, load_model
 from metaxlm.finetune.spec import TaskSpec
 from metaxlm.finetune.tasks import Task, get_task
@@ -295,13 +296,21 @@ class _Runner:
             if lang not in self.chance and (constant := task.constant_predictions(examples)) is not None:
                 self.chance[lang] = task.score(examples, constant, metric=self.spec.metric, lang=lang)
 
-    def test(self, task: Task, model, tests: dict[str, list], label: str) -> tuple[dict[str, float], dict, dict, dict]:
+    def test(self, task: Task, model, tests: dict[str, list], label: str,
+             precisions: dict[str, str] | None = None) -> tuple[dict[str, float], dict, dict, dict]:
         """The main metric per language, each language's `task.report` (further scores, signatures), what the
-        model does in each language where it collapsed (`task.collapse`), and the predictions."""
+        model does in each language where it collapsed (`task.collapse`), and the predictions; in the precision
+        `precisions` holds for "test" (a resumed run's), else the one chosen here (then recorded there)."""
         spec = self.spec
+        hp = spec.hyperparameters
+        if precisions is not None:
+            device = compute_device()
+            chosen = kept_precision(precisions, "test", resolved_precision(model, hp, device, hp.eval_batch_size),
+                                    device)
+            hp = hp.model_copy(update={"precision": chosen.precision})
         scores, reports, collapsed, predicted = {}, {}, {}, {}
         for lang, examples in tests.items():
-            predictions = predicted[lang] = predict(model, task, examples, spec.hyperparameters,
+            predictions = predicted[lang] = predict(model, task, examples, hp,
                                                     progress=self.progress, desc=f"{spec.name} test {lang}{label}")
             scores[lang] = task.score(examples, predictions, metric=spec.metric, lang=lang)
             if report := task.report(examples, predictions, lang=lang):
@@ -346,6 +355,8 @@ class _Runner:
         # the points scored before its interruption
         checkpoints = self._checkpoints(label, seed)
         state = checkpoints.extra if checkpoints is not None else {}
+        # the precision training and testing run in: one per run, kept in its checkpoints across a resume
+        precisions = checkpoints.precision if checkpoints is not None else {}
         state.update(curve=[], testing=0.0)
         # the curve's test items (hyperparameters.curve_items): the same subset at every point
         curve_tests = {lang: cap(examples, hp.curve_items) for lang, examples in tests.items()}
@@ -353,25 +364,25 @@ class _Runner:
         def on_step(step: int, total: int) -> None:
             if step in hp.eval_steps and step < total:  # the last step is the final test
                 began = time.perf_counter()
-                scores, reports, _, _ = self.test(task, model, curve_tests, f" @{step}")
+                scores, reports, _, _ = self.test(task, model, curve_tests, f" @{step}", precisions)
                 state["curve"].append({"step": step, "scores": scores, "reports": _numbers(reports)})
                 state["testing"] += time.perf_counter() - began
 
         finetune(model, task, train_items, hp, seed=seed, progress=self.progress, history=losses,
                  desc=f"{spec.name} {label} seed {seed}", on_step=on_step if hp.eval_steps else None,
-                 checkpoints=checkpoints)
+                 checkpoints=checkpoints, precisions=precisions)
         curve = state["curve"]
         # a resumed run: the seconds up to its last checkpoint, and this process's since
         before = checkpoints.seconds_before if checkpoints is not None else 0.0
         trained = before + time.perf_counter() - start - state["testing"]
-        scores, reports, collapsed, predictions = self.test(task, model, tests, "")
+        scores, reports, collapsed, predictions = self.test(task, model, tests, "", precisions)
         if hp.eval_steps:
             curve.append({"step": len(losses), **self.curve_point(task, tests, predictions, curve_tests,
                                                                   scores, reports)})
         detail = {"label": label, "seed": seed, "train_items": len(train_items), "steps": len(losses),
                   "first_loss": losses[0], "last_loss": losses[-1], "train_seconds": round(trained, 1),
                   "total_seconds": round(before + time.perf_counter() - start, 1), "scores": scores,
-                  "machine": {"cpu": cpu_model(), "threads": torch.get_num_threads()}}
+                  "machine": {"cpu": cpu_model(), "threads": torch.get_num_threads()}, "precision": dict(precisions)}
         if hp.curve_items is not None:
             detail["curve_items"] = {lang: len(examples) for lang, examples in curve_tests.items()}
         if reports:

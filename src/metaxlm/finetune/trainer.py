@@ -35,7 +35,7 @@ from metaxlm.errors import MetaXLMError
 from metaxlm.finetune import checkpoint as ckpt
 from metaxlm.finetune.checkpoint import Checkpoints
 from metaxlm.finetune.hyperparameters import Hyperparameters
-from metaxlm.finetune.inference import resolved_precision
+from metaxlm.finetune.inference import kept_precision, resolved_precision
 from metaxlm.finetune.tasks.base import Feature, Task
 from metaxlm.finetune.used_rows import UsedRows
 
@@ -110,13 +110,16 @@ def length_grouped_batches(units: list[list[int]], lengths: Sequence[int], batch
 
 def finetune(model, task: Task, train_items: Sequence, hp: Hyperparameters, *, seed: int, progress: bool = True,
              history: list[float] | None = None, desc: str = "fine-tune",
-             on_step: Callable[[int, int], None] | None = None, checkpoints: Checkpoints | None = None):
+             on_step: Callable[[int, int], None] | None = None, checkpoints: Checkpoints | None = None,
+             precisions: dict[str, str] | None = None):
     """Train `model` in place on `train_items` for hp.max_steps steps, else hp.epochs epochs; return it.
     `history`, when given, receives each step's loss. `on_step(step, total)`, when given, is called after each
     optimizer step (e.g. to score the model at chosen steps: it may switch to eval mode and run inference; the
     model is put back in train mode after it, and inference draws nothing from the seeded generators).
     `checkpoints`, when given: a checkpoint there every so many seconds of training, and a run that finds one of its
-    own continues from it exactly (metaxlm.finetune.checkpoint; `history` and `checkpoints.extra` as they were)."""
+    own continues from it exactly (metaxlm.finetune.checkpoint; `history` and `checkpoints.extra` as they were), in
+    the precision it began in. `precisions`, when given, receives the training's ("train"); with checkpoints it is
+    `checkpoints.precision` whatever is passed."""
     from transformers import get_linear_schedule_with_warmup
 
     started = time.perf_counter()
@@ -148,7 +151,9 @@ def finetune(model, task: Task, train_items: Sequence, hp: Hyperparameters, *, s
         params = [p for p in model.parameters() if p.requires_grad]
         # the matmul shapes `auto` measures: a token budget's batch is about batch_tokens / max_seq_len rows
         rows = max(1, hp.batch_tokens // hp.max_seq_len) if hp.batch_tokens else hp.batch_size
-        precision = resolved_precision(model, hp, device, rows)
+        if checkpoints is not None:  # restored from the checkpoint by load_weights: a resumed run keeps it
+            precisions = checkpoints.precision
+        precision = kept_precision(precisions, "train", resolved_precision(model, hp, device, rows), device)
         fast_path = (lambda: training_fast_path(device)) if precision.precision == "fp32" else nullcontext
         step, position = 0, 0
         if found is not None:

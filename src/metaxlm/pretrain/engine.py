@@ -29,10 +29,11 @@ import json
 import math
 import os
 import re
+import sys
 import time
 from collections.abc import Callable
 from contextlib import nullcontext
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
@@ -250,6 +251,17 @@ def trajectory_settings(cfg: TrainConfig, *, seed: int, alpha: float) -> dict:
     return {**settings, "seed": seed, "alpha": alpha}
 
 
+def begun_precision(path: Path | None) -> str | None:
+    """The precision the checkpoint at `path` was trained in (None: no checkpoint, or one written before
+    checkpoints recorded it; an unreadable state is left to load_checkpoint, which names the damaged file)."""
+    if path is None:
+        return None
+    try:
+        return json.loads((path / "trainer_state.json").read_text(encoding="utf-8")).get("precision")
+    except (OSError, ValueError):
+        return None
+
+
 def check_resumed_settings(path: Path, saved: dict | None, current: dict) -> None:
     """Refuse to resume a checkpoint made under other training settings, naming each that differs."""
     if saved is None:  # written before checkpoints recorded their settings: nothing to compare
@@ -356,9 +368,23 @@ def set_up(*, model, tokenizer, train_data: dict, heldout_data: dict, cfg: Train
     from accelerate.utils import DistributedDataParallelKwargs
 
     may_go_unused = bool(arch_of(model).own_parameters(model)) or not any(o.uses_mlm_head for o in objectives.values())
+    path = None
+    if resume or resume_from:
+        path = Path(resume_from) if resume_from else latest_checkpoint(layout.ckpt)
+        if path is None:
+            raise MetaXLMError(f"--resume: no checkpoint under {layout.ckpt}")
+    # a resumed run continues in the precision it began in, also on a CPU where `auto` would choose another
+    begun = begun_precision(path)
+    if begun == "fp16" and not torch.cuda.is_available():  # begun on a GPU: fp16 has no CPU autocast
+        print(f"pretrain {layout.root.name}: the run began in fp16 on a GPU; continuing in train.precision "
+              f"{cfg.precision} on this CPU", file=sys.stderr, flush=True)
+        begun = None
     acc, precision = training_accelerator(
-        cfg.precision, model=model, tokens=min(cfg.batch_size, 16) * cfg.seq_len,
+        begun or cfg.precision, model=model, tokens=min(cfg.batch_size, 16) * cfg.seq_len,
         kwargs_handlers=[DistributedDataParallelKwargs(broadcast_buffers=False, find_unused_parameters=may_go_unused)])
+    if begun is not None:
+        precision = replace(precision, requested=cfg.precision,
+                            reason=f"{begun}, the precision this run began in (kept on resume)")
     check_launch(acc)
     if acc.device.type == "cpu":
         reuse_freed_memory()
@@ -392,11 +418,8 @@ def set_up(*, model, tokenizer, train_data: dict, heldout_data: dict, cfg: Train
         raise MetaXLMError("train.head_warmup_steps: the new-head warm-up is not supported with train.sharding=fsdp "
                            "(it holds the body by dropping its gradients between backward and step, which FSDP "
                            "reduces and shards in backward): use one process or DDP (sharding: none), or set it to 0")
-    start, tokens, path = 0, 0, None
-    if resume or resume_from:
-        path = Path(resume_from) if resume_from else latest_checkpoint(layout.ckpt)
-        if path is None:
-            raise MetaXLMError(f"--resume: no checkpoint under {layout.ckpt}")
+    start, tokens = 0, 0
+    if path is not None:
         state = load_checkpoint(path, model=model, objectives=objectives)  # whole weights, before any sharding
         check_resumed_settings(path, state.get("settings"), trajectory_settings(cfg, seed=seed, alpha=alpha))
         for kind, source in sources.items():
@@ -547,7 +570,8 @@ def save(run: Training, step: int) -> None:
         save_checkpoint(run.layout.ckpt, step, model=run.model, weights=weights, optimizer_state=optimizer,
                         scheduler=run.scheduler, objectives_state=objectives_state,
                         state={"batches": {k: s.state_dict() for k, s in run.sources.items()}, "tokens": run.tokens,
-                               "settings": trajectory_settings(run.cfg, seed=run.seed, alpha=run.alpha)},
+                               "settings": trajectory_settings(run.cfg, seed=run.seed, alpha=run.alpha),
+                               "precision": run.precision.precision},
                         keep=run.cfg.keep_checkpoints)
     run.acc.wait_for_everyone()
 
