@@ -210,3 +210,22 @@ def test_a_resumed_run_keeps_the_precision_it_began_in(tokenizer, tmp_path, monk
     assert record["detail"]["precision"] == {"train": "fp32", "test": "fp32"} and "continues in" not in \
         capsys.readouterr().err
     assert fresh["curve"]["de"]["steps"] == [2, 4, 6]
+
+
+def test_kept_precision_records_keeps_and_falls_back(capsys):
+    """A part decided here is recorded; one the run began in is kept; one that cannot run here (fp16 begun on a
+    GPU, resumed on a CPU) gives way to this machine's choice, said in one line; no record: the choice as is."""
+    from metaxlm.compute.precision import PrecisionChoice
+    from metaxlm.finetune.inference import kept_precision
+
+    cpu = torch.device("cpu")
+    fp32 = PrecisionChoice("fp32", "auto", "cpu", "measured here")
+    assert kept_precision(None, "train", fp32, cpu) is fp32
+    fresh: dict = {}  # also what a checkpoint written before precisions were kept restores
+    assert kept_precision(fresh, "train", fp32, cpu) is fp32 and fresh == {"train": "fp32"}
+    began = {"train": "bf16"}
+    assert kept_precision(began, "train", fp32, cpu).precision == "bf16" and began == {"train": "bf16"}
+    assert "train continues in bf16" in capsys.readouterr().err
+    gpu = {"test": "fp16"}
+    assert kept_precision(gpu, "test", fp32, cpu) is fp32 and gpu == {"test": "fp32"}
+    assert "test began in fp16, which cannot run here" in capsys.readouterr().err
