@@ -248,7 +248,9 @@ def test_a_reverse_task_is_labelled_by_the_way_it_translates_and_examples_sit_si
         return {"type": "translation", "metric": "bleu", "scenario": "supervised", "source": "en", "seeds": [0, 1],
                 "direction": direction, "per_language": {"de": _stat([bleu])},
                 "curve": {"de": {"steps": [10, 20], "bleu": [_stat([bleu / 2]), _stat([bleu])]}},
-                "examples": {"de": {"seed": 0, "rows": rows}}}
+                "examples": {"de": {"seed": 0, "rows": rows}},
+                "training": {"runs": 2, "steps": [2000], "train_seconds": {"mean": 9000.0, "std": 600.0},
+                             "machines": {"AMD EPYC · 1 thread · fp32": 1, "Intel Xeon · 1 thread · bf16": 1}}}
     _write(tmp_path, {"model_name": "veco", "variant": "veco", "step": 100,
                       "tasks": {"mt_veco": mt(9.0, "forward", ["Hallo", "Welt"], "en"),
                                 "mt_random": mt(1.0, "forward", ["x", "y"], "en"),
@@ -264,6 +266,8 @@ def test_a_reverse_task_is_labelled_by_the_way_it_translates_and_examples_sit_si
         "| 2 | veco · mt_random (seed 0) | y |"]
     de_en = md.split("| # | de→en | text |")[1].split("\n\n")[0]
     assert "| 1 | veco · mt_veco_reverse (seed 0) | Hello |" in de_en and "mt_random" not in de_en
+    assert ("| veco · mt_veco | AMD EPYC · 1 thread · fp32 (1); Intel Xeon · 1 thread · bf16 (1) | 2 | 2000 | "
+            "150.0 ± 10.0 |") in md
 
 
 def test_objective_losses_are_read_per_objective_and_plotted(tmp_path):

@@ -726,6 +726,7 @@ def test_a_finished_run_keeps_its_outputs_beside_its_record(tokenizer, model_dir
     import json
 
     from metaxlm.config import RECORDED_OUTPUTS
+    from metaxlm.finetune.scenarios import machine_text
 
     s = spec(tmp_path)
     out, archive = tmp_path / "out", tmp_path / "archive"
@@ -751,6 +752,27 @@ def test_a_finished_run_keeps_its_outputs_beside_its_record(tokenizer, model_dir
     first = [{k: v for k, v in r.items() if k != "lang"} for r in rows[:RECORDED_OUTPUTS]]
     assert entry["examples"] == again["examples"] == {"de": {"seed": 0, "rows": first}}
     assert entry["direction"] == "forward"
+    detail = json.loads((out / "supervised-runs" / "de-seed0.json").read_text(encoding="utf-8"))["detail"]
+    assert entry["training"]["runs"] == 1 and entry["training"]["steps"] == [detail["steps"]]
+    assert entry["training"]["train_seconds"]["mean"] == detail["train_seconds"]
+    assert entry["training"]["machines"] == {machine_text(detail): 1}
+    assert machine_text(detail).startswith(f"{detail['machine']['cpu']} · ")
+
+
+def test_training_summary_counts_each_kind_of_machine():
+    from metaxlm.finetune.scenarios import report_summary
+
+    def run(seed: int, cpu: str, precision: dict, seconds: float) -> dict:
+        return {"seed": seed, "label": "de", "steps": 2000, "train_seconds": seconds,
+                "machine": {"cpu": cpu, "threads": 1}, "precision": precision}
+
+    summary = report_summary([run(0, "AMD EPYC", {"train": "fp32", "test": "fp32"}, 9000.0),
+                              run(1, "AMD EPYC", {"train": "fp32", "test": "fp32"}, 9600.0),
+                              run(2, "Intel Xeon", {"train": "bf16", "test": "fp32"}, 3000.0),
+                              run(3, "Intel Xeon", {}, 3000.0)], "bleu")["training"]
+    assert summary["runs"] == 4 and summary["steps"] == [2000] and summary["train_seconds"]["mean"] == 6150.0
+    assert summary["machines"] == {"AMD EPYC · 1 thread · fp32": 2, "Intel Xeon · 1 thread · train bf16, test fp32": 1,
+                                   "Intel Xeon · 1 thread": 1}
 
 
 def test_examples_come_from_the_lowest_seed_whatever_the_order_runs_finished():
@@ -762,4 +784,5 @@ def test_examples_come_from_the_lowest_seed_whatever_the_order_runs_finished():
 
     summary = report_summary([run(2), run(0), run(1)], "bleu")
     assert summary["examples"] == {"de": {"seed": 0, "rows": run(0)["outputs"]["de"]}}
+    assert "training" not in summary  # records without times (written before they were kept) add no time
     assert "examples" not in report_summary([{"seed": 0, "label": "de"}], "bleu")  # a task type without outputs

@@ -438,11 +438,25 @@ def _numbers(reports: dict[str, dict]) -> dict[str, dict[str, float]]:
     return {lang: {k: v for k, v in r.items() if isinstance(v, int | float)} for lang, r in reports.items()}
 
 
+def machine_text(run: dict) -> str:
+    """Where a run trained, e.g. "AMD EPYC · 1 thread · fp32" ("train bf16, test fp32" when they differ)."""
+    machine = run.get("machine") or {}
+    threads = machine.get("threads")
+    parts = [str(machine.get("cpu") or "?")] + ([f"{threads} thread{'s' if threads != 1 else ''}"] if threads else [])
+    precision = run.get("precision") or {}
+    if len(set(precision.values())) == 1:
+        parts.append(next(iter(precision.values())))
+    elif precision:
+        parts.append(", ".join(f"{part} {p}" for part, p in precision.items()))
+    return " · ".join(parts)
+
+
 def report_summary(details: list[dict], metric: str) -> dict:
     """What the runs' reports and curves add to a task entry: `reports` (per language, each further score as
     mean/std/runs over the runs, and the `signatures` saying how they were computed) and `curve` (per language,
-    the steps and each score's mean/std/runs at each step) and `examples` (per language, the outputs the lowest
-    seed's run recorded: `Task.outputs`' first rows)."""
+    the steps and each score's mean/std/runs at each step), `training` (the runs' steps, training seconds and the
+    machines they ran on) and `examples` (per language, the outputs the lowest seed's run recorded:
+    `Task.outputs`' first rows)."""
     out: dict = {}
     reports: dict[str, dict[str, list[float]]] = {}
     signatures: dict[str, dict] = {}
@@ -462,6 +476,13 @@ def report_summary(details: list[dict], metric: str) -> dict:
     if reports:
         out["reports"] = {lang: {**{k: _stat(v, runs=True) for k, v in r.items()}, **signatures.get(lang, {})}
                           for lang, r in reports.items()}
+    timed = [run for run in details if "train_seconds" in run]
+    if timed:  # what the runs cost, and where they ran
+        machines: dict[str, int] = {}
+        for run in timed:
+            machines[machine_text(run)] = machines.get(machine_text(run), 0) + 1
+        out["training"] = {"runs": len(timed), "steps": sorted({run["steps"] for run in timed}),
+                           "train_seconds": _stat([run["train_seconds"] for run in timed]), "machines": machines}
     examples: dict[str, dict] = {}
     for run in sorted(details, key=lambda r: r["seed"]):  # the lowest seed's outputs: a rule, not a choice
         for lang, rows in run.get("outputs", {}).items():

@@ -13,7 +13,8 @@ report.html and figures/*.png. Sections, each only when some result has the data
   what this run can and cannot show (models at chance, retrieval at its floor, collapsed fine-tuning; only
   when something is); overview; the method comparison when the run config names a control (report/comparison.py); per task a table (models x languages, avg, transfer gap; mean ± std over seeds) and grouped bars;
   test scores against fine-tuning steps for tasks run with eval_steps (e.g. translation from several inits);
-  example outputs (the first test items, each model and task side by side: translation);
+  example outputs (the first test items, each model and task side by side: translation); each task's fine-tuning
+  runs (steps, minutes, the CPU, threads and precision they trained on);
   retrieval accuracy@1 and AER against layer (paper Figures 3-4) with the best layer per model; average target
   score and transfer gap against pretraining step (Figure 5); transfer-direction heat maps (Figure 6); each run's
   pretraining comparison (report/pretraining.py, redrawn); notes (e.g. the XQuAD split) and provenance.
@@ -235,6 +236,29 @@ def _example_sections(models: list[ModelResult]) -> list[Section]:
                                              "(not chosen: the test set's first items).")] + blocks)] if blocks else []
 
 
+def _training_section(models: list[ModelResult]) -> list[Section]:
+    """Per model and task: how many fine-tuning runs, of how many steps, how long each trained and on what."""
+    rows = []
+    for m in models:
+        for task, t in m.data.get("tasks", {}).items():
+            if training := t.get("training"):
+                seconds = training["train_seconds"]
+                minutes = {k: number(seconds.get(k)) / 60 for k in ("mean", "std")}
+                time_cell = (f"{minutes['mean']:.1f}" + (f" ± {minutes['std']:.1f}" if training["runs"] > 1
+                                                           and not math.isnan(minutes["std"]) else ""))
+                machines = "; ".join(f"{kind} ({n})" if len(training["machines"]) > 1 else kind
+                                     for kind, n in training["machines"].items())
+                rows.append([f"{m.name} · {task}", machines, str(training["runs"]),
+                             ", ".join(map(str, training["steps"])), time_cell])
+    if not rows:
+        return []
+    return [Section("Fine-tuning runs", [Table(
+        ["model · task", "trained on (CPU · threads · precision)", "runs", "steps", "minutes per run"], rows,
+        text_columns=2, caption="Training time of each run, mean ± std over the runs (every language and seed), "
+                                "testing not included; a run resumed from its checkpoints counts the pieces that "
+                                "trained. Where runs trained on several machines, each kind with its count.")])]
+
+
 def _feature_sections(models: list[ModelResult], fig_dir: Path, colors: dict[str, str]) -> list[Section]:
     sections = []
     retrieval: dict[str, dict] = {}
@@ -428,7 +452,7 @@ def write_report(run_dirs: list[Path], out_dir: Path | None = None) -> dict:
         sections = (limits_section(final) + (_overview(results, final) if results else [])
                     + findings_section(runs[0], results, out)
                     + comparison_sections(final, runs[0], fig_dir, colors) + _task_sections(final, fig_dir, colors)
-                    + _curve_sections(final, fig_dir, colors) + _example_sections(final)
+                    + _curve_sections(final, fig_dir, colors) + _example_sections(final) + _training_section(final)
                     + _feature_sections(final, fig_dir, colors)
                     + _steps_section(results, fig_dir, colors) + _transfer_sections(final, fig_dir)
                     + _pretraining_sections(runs, fig_dir, colors, report_variant_names(runs, results))
