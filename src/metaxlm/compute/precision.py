@@ -274,11 +274,12 @@ def precision_for(model, requested: str = "auto", *, tokens: int, device: torch.
 
 
 def training_accelerator(requested: str = "auto", *, model=None, tokens: int = MEASURE_TOKENS,
-                         shapes: Sequence[Shape] | None = None, **accelerator_kwargs):
+                         shapes: Sequence[Shape] | None = None, began_in: str | None = None, **accelerator_kwargs):
     """(accelerate.Accelerator, PrecisionChoice) for a training run: the process group is initialized first
     (accelerate's PartialState), so that `auto` is decided once on rank 0 and every process gets the same
     precision (`precision_for` of `model` at `tokens` rows, or explicit `shapes`); then the Accelerator is built
-    with it (autocast through `acc.autocast()`)."""
+    with it (autocast through `acc.autocast()`). `began_in`: the precision a resumed run began in, kept where the
+    choice here differs (another CPU kind) and it can run here, so the run continues as it began."""
     from accelerate import Accelerator, PartialState
     from accelerate.state import AcceleratorState
 
@@ -290,6 +291,15 @@ def training_accelerator(requested: str = "auto", *, model=None, tokens: int = M
     if model is not None:
         shapes = model_matmul_shapes(model, tokens)
     choice = resolve_precision(requested, state.device, shapes=shapes, announce=state.is_main_process)
+    if began_in is not None and began_in != choice.precision:
+        if began_in == "fp16" and cpu:  # begun on a GPU: CPU autocast has no fp16
+            if state.is_main_process:
+                print(f"precision: the run began in fp16 on a GPU; continuing in {choice.precision} on this CPU",
+                      file=sys.stderr, flush=True)
+        else:
+            choice = PrecisionChoice(began_in, requested, choice.device,
+                                     f"{began_in}, the precision the run began in (kept on resume; here {requested} "
+                                     f"gives {choice.precision}: {choice.reason})", source="config")
     # accelerate keeps one AcceleratorState per process and refuses a second precision; an earlier run of this
     # process (another variant, whose `auto` chose otherwise for its shapes) may have set one: start it anew
     if AcceleratorState._shared_state.get("_mixed_precision") not in (None, choice.mixed_precision):

@@ -29,11 +29,10 @@ import json
 import math
 import os
 import re
-import sys
 import time
 from collections.abc import Callable
 from contextlib import nullcontext
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -374,17 +373,9 @@ def set_up(*, model, tokenizer, train_data: dict, heldout_data: dict, cfg: Train
         if path is None:
             raise MetaXLMError(f"--resume: no checkpoint under {layout.ckpt}")
     # a resumed run continues in the precision it began in, also on a CPU where `auto` would choose another
-    begun = begun_precision(path)
-    if begun == "fp16" and not torch.cuda.is_available():  # begun on a GPU: fp16 has no CPU autocast
-        print(f"pretrain {layout.root.name}: the run began in fp16 on a GPU; continuing in train.precision "
-              f"{cfg.precision} on this CPU", file=sys.stderr, flush=True)
-        begun = None
     acc, precision = training_accelerator(
-        begun or cfg.precision, model=model, tokens=min(cfg.batch_size, 16) * cfg.seq_len,
+        cfg.precision, model=model, tokens=min(cfg.batch_size, 16) * cfg.seq_len, began_in=begun_precision(path),
         kwargs_handlers=[DistributedDataParallelKwargs(broadcast_buffers=False, find_unused_parameters=may_go_unused)])
-    if begun is not None:
-        precision = replace(precision, requested=cfg.precision,
-                            reason=f"{begun}, the precision this run began in (kept on resume)")
     check_launch(acc)
     if acc.device.type == "cpu":
         reuse_freed_memory()
