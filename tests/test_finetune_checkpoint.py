@@ -196,8 +196,8 @@ def test_a_resumed_run_keeps_the_precision_it_began_in(tokenizer, tmp_path, monk
     resumed = run_task(s, model_dir, tmp_path / "b", scenario="supervised", tokenizer_dir=model_dir,
                        progress=False, resume_key="k")
     err = capsys.readouterr().err
-    assert "train continues in bf16, the precision the run began in" in err
-    assert "test continues in bf16, the precision the run began in" in err
+    assert "fine-tuning's train continues in bf16, the precision it began in (here auto would choose fp32" in err
+    assert "fine-tuning's test continues in bf16, the precision it began in" in err
     for key in ("per_language", "reports", "curve"):
         assert resumed[key] == reference[key], key
     for run in ("a", "b"):
@@ -218,14 +218,14 @@ def test_kept_precision_records_keeps_and_falls_back(capsys):
     from metaxlm.compute.precision import PrecisionChoice
     from metaxlm.finetune.inference import kept_precision
 
-    cpu = torch.device("cpu")
     fp32 = PrecisionChoice("fp32", "auto", "cpu", "measured here")
-    assert kept_precision(None, "train", fp32, cpu) is fp32
+    assert kept_precision(None, "train", fp32) is fp32
     fresh: dict = {}  # also what a checkpoint written before precisions were kept restores
-    assert kept_precision(fresh, "train", fp32, cpu) is fp32 and fresh == {"train": "fp32"}
+    assert kept_precision(fresh, "train", fp32) is fp32 and fresh == {"train": "fp32"}
     began = {"train": "bf16"}
-    assert kept_precision(began, "train", fp32, cpu).precision == "bf16" and began == {"train": "bf16"}
-    assert "train continues in bf16" in capsys.readouterr().err
+    kept = kept_precision(began, "train", fp32)
+    assert kept.precision == "bf16" and kept.autocast_dtype == torch.bfloat16 and began == {"train": "bf16"}
+    assert "fine-tuning's train continues in bf16" in capsys.readouterr().err
     gpu = {"test": "fp16"}
-    assert kept_precision(gpu, "test", fp32, cpu) is fp32 and gpu == {"test": "fp32"}
-    assert "test began in fp16, which cannot run here" in capsys.readouterr().err
+    assert kept_precision(gpu, "test", fp32) is fp32 and gpu == {"test": "fp32"}
+    assert "fine-tuning's test began in fp16 on a GPU; continuing in fp32" in capsys.readouterr().err

@@ -273,6 +273,27 @@ def precision_for(model, requested: str = "auto", *, tokens: int, device: torch.
     return resolve_precision(requested, device, shapes=model_matmul_shapes(model, tokens), announce=announce)
 
 
+def resume_precision(began_in: str | None, choice: PrecisionChoice, *, what: str = "the run",
+                     say: bool = True) -> PrecisionChoice:
+    """A resumed run's precision: the one it began in (`began_in`, from its checkpoint) where this machine's
+    `choice` differs — the CPU kind may change between sessions, and `auto` with it — so that the run continues as
+    it began; `choice` when they agree, when there is none (a fresh run, an older checkpoint), or when the one it
+    began in cannot run here (fp16 begun on a GPU, resumed on a CPU). A kept precision is said in one line."""
+    if began_in is None or began_in == choice.precision:
+        return choice
+    if began_in == "fp16" and choice.device == "cpu":  # CPU autocast has no fp16
+        if say:
+            print(f"precision: {what} began in fp16 on a GPU; continuing in {choice.precision} on this CPU",
+                  file=sys.stderr, flush=True)
+        return choice
+    if say:
+        print(f"precision: {what} continues in {began_in}, the precision it began in (here {choice.requested} would "
+              f"choose {choice.precision}: {choice.reason})", file=sys.stderr, flush=True)
+    return PrecisionChoice(began_in, choice.requested, choice.device,
+                           f"{began_in}, the precision {what} began in (kept on resume; here {choice.requested} gives "
+                           f"{choice.precision}: {choice.reason})", source="config")
+
+
 def training_accelerator(requested: str = "auto", *, model=None, tokens: int = MEASURE_TOKENS,
                          shapes: Sequence[Shape] | None = None, began_in: str | None = None, **accelerator_kwargs):
     """(accelerate.Accelerator, PrecisionChoice) for a training run: the process group is initialized first
@@ -290,16 +311,9 @@ def training_accelerator(requested: str = "auto", *, model=None, tokens: int = M
     state = PartialState(cpu=cpu, **process_group_kwargs())  # several processes: METAXLM_COLLECTIVE_TIMEOUT
     if model is not None:
         shapes = model_matmul_shapes(model, tokens)
-    choice = resolve_precision(requested, state.device, shapes=shapes, announce=state.is_main_process)
-    if began_in is not None and began_in != choice.precision:
-        if began_in == "fp16" and cpu:  # begun on a GPU: CPU autocast has no fp16
-            if state.is_main_process:
-                print(f"precision: the run began in fp16 on a GPU; continuing in {choice.precision} on this CPU",
-                      file=sys.stderr, flush=True)
-        else:
-            choice = PrecisionChoice(began_in, requested, choice.device,
-                                     f"{began_in}, the precision the run began in (kept on resume; here {requested} "
-                                     f"gives {choice.precision}: {choice.reason})", source="config")
+    choice = resume_precision(began_in, resolve_precision(requested, state.device, shapes=shapes,
+                                                          announce=state.is_main_process),
+                              say=state.is_main_process)
     # accelerate keeps one AcceleratorState per process and refuses a second precision; an earlier run of this
     # process (another variant, whose `auto` chose otherwise for its shapes) may have set one: start it anew
     if AcceleratorState._shared_state.get("_mixed_precision") not in (None, choice.mixed_precision):

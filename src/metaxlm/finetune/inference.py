@@ -8,7 +8,6 @@ tokens, so little compute goes to padding; outputs come back in the features' or
 
 from __future__ import annotations
 
-import sys
 from collections.abc import Sequence
 from typing import Any, Protocol
 
@@ -16,9 +15,8 @@ import numpy as np
 import torch
 from tqdm import tqdm
 
-from metaxlm.compute.precision import PrecisionChoice, compute_device, precision_for, resolve_precision
+from metaxlm.compute.precision import PrecisionChoice, compute_device, precision_for, resume_precision
 from metaxlm.data.padding import IGNORE, length_sorted_batches
-from metaxlm.errors import ConfigError
 from metaxlm.finetune.hyperparameters import Hyperparameters
 
 Feature = dict[str, Any]
@@ -40,25 +38,14 @@ def resolved_precision(model, hp: Hyperparameters, device: torch.device, batch_s
     return precision_for(model, hp.precision, tokens=batch_size * hp.max_seq_len, device=device)
 
 
-def kept_precision(precisions: dict[str, str] | None, part: str, chosen: PrecisionChoice,
-                   device: torch.device) -> PrecisionChoice:
+def kept_precision(precisions: dict[str, str] | None, part: str, chosen: PrecisionChoice) -> PrecisionChoice:
     """The precision of one part of a fine-tuning run ("train", "test"), recorded in `precisions`: `chosen`, unless
     `precisions` holds the part already — a run resumed from its checkpoint, perhaps on another CPU where `auto`
-    chooses otherwise —, then the one the run began in, so it continues as it began (one precision per run)."""
+    chooses otherwise —, then the one the run began in (metaxlm.compute.precision.resume_precision)."""
     if precisions is None:
         return chosen
-    kept = precisions.setdefault(part, chosen.precision)
-    if kept == chosen.precision:
-        return chosen
-    try:
-        choice = resolve_precision(kept, device, announce=False)
-    except ConfigError as err:  # e.g. begun in fp16 on a GPU, resumed on a CPU
-        print(f"fine-tuning: {part} began in {kept}, which cannot run here ({err}); continuing in {chosen.precision}",
-              file=sys.stderr, flush=True)
-        precisions[part] = chosen.precision
-        return chosen
-    print(f"fine-tuning: {part} continues in {kept}, the precision the run began in (here `{chosen.requested}` "
-          f"would choose {chosen.precision}: {chosen.reason})", file=sys.stderr, flush=True)
+    choice = resume_precision(precisions.get(part), chosen, what=f"fine-tuning's {part}")
+    precisions[part] = choice.precision
     return choice
 
 

@@ -305,8 +305,7 @@ class _Runner:
         hp = spec.hyperparameters
         if precisions is not None:
             device = compute_device()
-            chosen = kept_precision(precisions, "test", resolved_precision(model, hp, device, hp.eval_batch_size),
-                                    device)
+            chosen = kept_precision(precisions, "test", resolved_precision(model, hp, device, hp.eval_batch_size))
             hp = hp.model_copy(update={"precision": chosen.precision})
         scores, reports, collapsed, predicted = {}, {}, {}, {}
         for lang, examples in tests.items():

@@ -153,7 +153,7 @@ def finetune(model, task: Task, train_items: Sequence, hp: Hyperparameters, *, s
         rows = max(1, hp.batch_tokens // hp.max_seq_len) if hp.batch_tokens else hp.batch_size
         if checkpoints is not None:  # restored from the checkpoint by load_weights: a resumed run keeps it
             precisions = checkpoints.precision
-        precision = kept_precision(precisions, "train", resolved_precision(model, hp, device, rows), device)
+        precision = kept_precision(precisions, "train", resolved_precision(model, hp, device, rows))
         fast_path = (lambda: training_fast_path(device)) if precision.precision == "fp32" else nullcontext
         step, position = 0, 0
         if found is not None:
