@@ -6,6 +6,7 @@ finished run leaves no checkpoint behind."""
 
 import json
 import random
+import re
 
 import pytest
 import torch
@@ -136,7 +137,7 @@ def spec(tmp_path) -> TaskSpec:
                     seeds=[0], hyperparameters=hp.model_dump())
 
 
-def test_a_task_run_resumes_its_curve_and_leaves_no_checkpoint(tokenizer, tmp_path, monkeypatch):
+def test_a_task_run_resumes_its_curve_and_leaves_no_checkpoint(tokenizer, tmp_path, monkeypatch, capsys):
     """Through run_task, as the evaluate stage and `metaxlm finetune` run it: the default interval writes no
     checkpoint in a short run; interrupted after step 3 and run again, the same scores, curve and reports."""
     model_dir = tiny_seq2seq(tokenizer, tmp_path / "seq2seq")
@@ -158,6 +159,9 @@ def test_a_task_run_resumes_its_curve_and_leaves_no_checkpoint(tokenizer, tmp_pa
     for key in ("per_language", "reports", "curve"):
         assert resumed[key] == reference[key], key
     assert resumed["curve"]["de"]["steps"] == [2, 4, 6]
+    # without a progress bar (a log), each checkpoint is a line with the step, the pace and what is left
+    assert re.search(r"toy_mt de seed 0: step 4 of 6, checkpoint written; [0-9.]+ s/step, about 00:0\d to go",
+                     capsys.readouterr().err)
     record = json.loads((tmp_path / "b" / "supervised-runs" / "de-seed0.json").read_text())
     assert record["detail"]["resumed_at_steps"] == [3]
     assert not (tmp_path / "b" / "supervised-runs" / "de-seed0.ckpt").exists()
