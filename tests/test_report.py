@@ -270,6 +270,24 @@ def test_a_reverse_task_is_labelled_by_the_way_it_translates_and_examples_sit_si
             "150.0 ± 10.0 |") in md
 
 
+def test_curve_leaders_say_who_is_highest_and_whether_beyond_the_seed_spread():
+    from metaxlm.report.evaluation import curve_leaders
+
+    nan = float("nan")
+    panels = {
+        "bleu · en→de": {"veco": [(500, 8.0, 0.5), (1000, 12.0, 0.5), (2000, 15.0, 0.5)],
+                         "random": [(500, 7.8, 0.5), (1000, 6.0, 0.5), (2000, 9.0, 0.5)]},
+        "bleu · en→fr": {"veco": [(500, 5.0, 0.2), (1000, 9.0, 0.2)], "random": [(500, 6.0, 0.2), (1000, 7.0, 0.2)]},
+        "chrf · en→de": {"veco": [(500, 30.0, nan)], "random": [(500, 20.0, nan)]},
+        "chrf · en→fr": {"veco": [(500, 30.0, 1.0)]},  # one line: nothing to compare
+    }
+    assert curve_leaders(panels) == [
+        "bleu · en→de: veco highest at every step (500, 1000, 2000); beyond the seed spread at 2 of 3 (not at 500)",
+        "bleu · en→fr: the highest changes — step 500: random (beyond the seed spread), step 1000: veco (beyond the "
+        "seed spread)",
+        "chrf · en→de: veco highest at every step (500); one seed each, no spread to judge by"]
+
+
 def test_objective_losses_are_read_per_objective_and_plotted(tmp_path):
     """objective_losses.png: each logged `loss/<name>` against steps, per variant; nothing for a run without them."""
     import json

@@ -12,7 +12,8 @@ but model_name is optional; numbers may be null. Output, in out_dir (default <fi
 report.html and figures/*.png. Sections, each only when some result has the data for it:
   what this run can and cannot show (models at chance, retrieval at its floor, collapsed fine-tuning; only
   when something is); overview; the method comparison when the run config names a control (report/comparison.py); per task a table (models x languages, avg, transfer gap; mean ± std over seeds) and grouped bars;
-  test scores against fine-tuning steps for tasks run with eval_steps (e.g. translation from several inits);
+  test scores against fine-tuning steps for tasks run with eval_steps (e.g. translation from several inits), with
+  which line is highest at each step and whether beyond the seed spread;
   example outputs (the first test items, each model and task side by side: translation); each task's fine-tuning
   runs (steps, minutes, the CPU, threads and precision they trained on);
   retrieval accuracy@1 and AER against layer (paper Figures 3-4) with the best layer per model; average target
@@ -198,10 +199,53 @@ def _curve_sections(models: list[ModelResult], fig_dir: Path, colors: dict[str, 
                       if (n := t.get("curve_items")) is not None})
     on_subset = (" Curve points on a fixed subset of the test items (`hyperparameters.curve_items`; the tables' "
                  f"final scores use every item): {'; '.join(subsets)}.") if subsets else ""
+    leads = curve_leaders(panels)
     return [Section("Against fine-tuning steps", [
         Text("Each model and task scored on its test sets during fine-tuning (`hyperparameters.eval_steps`); the "
              f"last point is the end of fine-tuning.{on_subset}"),
-        Figure("finetune_curves.png", "test score against fine-tuning steps"), table])]
+        Figure("finetune_curves.png", "test score against fine-tuning steps"), table]
+        + ([Text("Which line is highest at each step its panel's lines share; *beyond the seed spread*: its mean "
+                 "− std above every other line's mean + std."), Bullets(leads)] if leads else []))]
+
+
+def curve_leaders(panels: dict[str, dict[str, list[tuple[int, float, float]]]]) -> list[str]:
+    """Per panel of two or more lines: which line is highest at each shared step, and where beyond the seed spread
+    (its mean − std above every other line's mean + std; a line of one seed has no spread, counted as 0)."""
+    out = []
+    for panel, series in panels.items():
+        if len(series) < 2:
+            continue
+        points = {name: {step: (mean, std) for step, mean, std in line} for name, line in series.items()}
+        shared = sorted(set.intersection(*(set(p) for p in points.values())))
+        if not shared:
+            continue
+        one_seed = all(math.isnan(std) for p in points.values() for _, std in p.values())
+
+        def low(v):
+            return v[0] - (0.0 if math.isnan(v[1]) else v[1])
+
+        def high(v):
+            return v[0] + (0.0 if math.isnan(v[1]) else v[1])
+        leaders, beyond = [], []
+        for step in shared:
+            at = {name: p[step] for name, p in points.items()}
+            top = max(at, key=lambda name: at[name][0])
+            leaders.append(top)
+            beyond.append(all(low(at[top]) > high(v) for name, v in at.items() if name != top))
+        if len(set(leaders)) == 1:
+            text = f"{panel}: {leaders[0]} highest at every step ({', '.join(map(str, shared))})"
+            if one_seed:
+                text += "; one seed each, no spread to judge by"
+            else:
+                missed = [str(step) for step, ok in zip(shared, beyond, strict=True) if not ok]
+                text += (f"; beyond the seed spread at {len(shared) - len(missed)} of {len(shared)}"
+                         + (f" (not at {', '.join(missed)})" if missed and len(missed) < len(shared) else ""))
+        else:
+            text = f"{panel}: the highest changes — " + ", ".join(
+                f"step {step}: {leader}" + (" (beyond the seed spread)" if ok and not one_seed else "")
+                for step, leader, ok in zip(shared, leaders, beyond, strict=True))
+        out.append(text)
+    return out
 
 
 def _f(value: float) -> str:
