@@ -163,7 +163,7 @@ def finetune(model, task: Task, train_items: Sequence, hp: Hyperparameters, *, s
             bar.initial = bar.n = bar.last_print_n = step  # the rate and ETA from this process's steps only
             bar.refresh()
         last_save = time.perf_counter()
-        began_at, began_step = last_save, step  # this process's pace, for the logged ETA
+        paced_at, paced_step = last_save, step  # the pace since the last checkpoint (or start), for the logged ETA
         while step < total:
             while position < len(epoch_batches):
                 batch_indices = epoch_batches[position]
@@ -196,9 +196,10 @@ def finetune(model, task: Task, train_items: Sequence, hp: Hyperparameters, *, s
                               started=started)
                     last_save = time.perf_counter()
                     if not progress:  # a log has no bar: each checkpoint says how far the run has come
-                        pace = (last_save - began_at) / (step - began_step)
+                        pace = (last_save - paced_at) / (step - paced_step)
                         print(f"{desc}: step {step} of {total}, checkpoint written; {pace:.2f} s/step, about "
                               f"{tqdm.format_interval(pace * (total - step))} to go", file=sys.stderr, flush=True)
+                    paced_at, paced_step = last_save, step
             if step < total:
                 epoch_batches = length_grouped_batches(units, lengths, hp.batch_size, rng, hp.batch_tokens)
                 position = 0
