@@ -211,6 +211,9 @@ def _curve_sections(models: list[ModelResult], fig_dir: Path, colors: dict[str, 
 def curve_leaders(panels: dict[str, dict[str, list[tuple[int, float, float]]]]) -> list[str]:
     """Per panel of two or more lines: which line is highest at each shared step, and where beyond the seed spread
     (its mean − std above every other line's mean + std; a line of one seed has no spread, counted as 0)."""
+    def spread(std: float) -> float:
+        return 0.0 if math.isnan(std) else std
+
     out = []
     for panel, series in panels.items():
         if len(series) < 2:
@@ -220,18 +223,13 @@ def curve_leaders(panels: dict[str, dict[str, list[tuple[int, float, float]]]]) 
         if not shared:
             continue
         one_seed = all(math.isnan(std) for p in points.values() for _, std in p.values())
-
-        def low(v):
-            return v[0] - (0.0 if math.isnan(v[1]) else v[1])
-
-        def high(v):
-            return v[0] + (0.0 if math.isnan(v[1]) else v[1])
         leaders, beyond = [], []
         for step in shared:
             at = {name: p[step] for name, p in points.items()}
             top = max(at, key=lambda name: at[name][0])
             leaders.append(top)
-            beyond.append(all(low(at[top]) > high(v) for name, v in at.items() if name != top))
+            beyond.append(all(at[top][0] - spread(at[top][1]) > mean + spread(std)
+                              for name, (mean, std) in at.items() if name != top))
         if len(set(leaders)) == 1:
             text = f"{panel}: {leaders[0]} highest at every step ({', '.join(map(str, shared))})"
             if one_seed:
