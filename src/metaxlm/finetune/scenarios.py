@@ -21,6 +21,7 @@ import json
 import math
 import sys
 import time
+from collections import Counter
 from collections.abc import Sequence
 from pathlib import Path
 
@@ -297,16 +298,14 @@ class _Runner:
                 self.chance[lang] = task.score(examples, constant, metric=self.spec.metric, lang=lang)
 
     def test(self, task: Task, model, tests: dict[str, list], label: str,
-             precisions: dict[str, str] | None = None) -> tuple[dict[str, float], dict, dict, dict]:
+             precisions: dict[str, str]) -> tuple[dict[str, float], dict, dict, dict]:
         """The main metric per language, each language's `task.report` (further scores, signatures), what the
         model does in each language where it collapsed (`task.collapse`), and the predictions; in the precision
         `precisions` holds for "test" (a resumed run's), else the one chosen here (then recorded there)."""
         spec = self.spec
         hp = spec.hyperparameters
-        if precisions is not None:
-            device = compute_device()
-            chosen = kept_precision(precisions, "test", resolved_precision(model, hp, device, hp.eval_batch_size))
-            hp = hp.model_copy(update={"precision": chosen.precision})
+        chosen = kept_precision(precisions, "test", resolved_precision(model, hp, compute_device(), hp.eval_batch_size))
+        hp = hp.model_copy(update={"precision": chosen.precision})
         scores, reports, collapsed, predicted = {}, {}, {}, {}
         for lang, examples in tests.items():
             predictions = predicted[lang] = predict(model, task, examples, hp,
@@ -477,11 +476,9 @@ def report_summary(details: list[dict], metric: str) -> dict:
                           for lang, r in reports.items()}
     timed = [run for run in details if "train_seconds" in run]
     if timed:  # what the runs cost, and where they ran
-        machines: dict[str, int] = {}
-        for run in timed:
-            machines[machine_text(run)] = machines.get(machine_text(run), 0) + 1
         out["training"] = {"runs": len(timed), "steps": sorted({run["steps"] for run in timed}),
-                           "train_seconds": _stat([run["train_seconds"] for run in timed]), "machines": machines}
+                           "train_seconds": _stat([run["train_seconds"] for run in timed]),
+                           "machines": dict(Counter(machine_text(run) for run in timed))}
     examples: dict[str, dict] = {}
     for run in sorted(details, key=lambda r: r["seed"]):  # the lowest seed's outputs: a rule, not a choice
         for lang, rows in run.get("outputs", {}).items():

@@ -26,8 +26,11 @@ def report_hints(entry: dict) -> dict:
 
 
 def language_pair(entry: dict, lang: str) -> str:
-    """What a directional task's result for test language `lang` translates: `source→lang`, or `lang→source` for a
-    task run with `direction: reverse` (entries written before the direction was recorded are forward)."""
+    """How a task's result for test language `lang` is named: `lang` itself, except for a directional task (its
+    type's report hints), where it is what it translates — `source→lang`, or `lang→source` for a task run with
+    `direction: reverse` (entries written before the direction was recorded are forward)."""
+    if not report_hints(entry)["directional"]:
+        return lang
     source = entry.get("source", "?")
     return f"{lang}→{source}" if entry.get("direction") == "reverse" else f"{source}→{lang}"
 

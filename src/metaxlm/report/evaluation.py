@@ -179,7 +179,7 @@ def _curve_sections(models: list[ModelResult], fig_dir: Path, colors: dict[str, 
             for metric in metrics:
                 if metric not in curve:
                     continue
-                where = language_pair(t, lang) if hints["directional"] else lang
+                where = language_pair(t, lang)
                 panel = f"{metric} · {where}"
                 ylabels[panel] = f"{metric}{' (%)' if scale == 100 else ''}"
                 points = [(step, number(stat.get("mean")) * scale, number(stat.get("std")) * scale)
@@ -257,9 +257,8 @@ def _example_sections(models: list[ModelResult]) -> list[Section]:
     groups: dict[str, dict] = {}  # language (pair) -> items in order, and each model · task's outputs
     for m in models:
         for task, t in m.data.get("tasks", {}).items():
-            directional = report_hints(t)["directional"]
             for lang, shown in t.get("examples", {}).items():
-                group = groups.setdefault(language_pair(t, lang) if directional else lang, {"items": {}, "outputs": {}})
+                group = groups.setdefault(language_pair(t, lang), {"items": {}, "outputs": {}})
                 outputs = group["outputs"].setdefault(f"{m.name} · {task} (seed {shown['seed']})", {})
                 for row in shown["rows"]:
                     item = (row["id"], row["source"], row["reference"])
