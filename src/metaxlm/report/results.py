@@ -106,13 +106,20 @@ def load_results(path: Path) -> dict:
     return check_results(data, path)
 
 
+def run_variants(run: Path) -> dict[str, dict]:
+    """The variants section of a run's resolved config.yaml, {name: settings} ({} without a readable one)."""
+    try:
+        variants = read_yaml(RunDir(run).config.read_text(encoding="utf-8")).get("variants")
+    except (OSError, yaml.YAMLError, AttributeError):
+        return {}  # only used for ordering and budgets: without a readable config, neither is known
+    if isinstance(variants, list):
+        return {name: {} for name in variants if isinstance(name, str)}
+    return {k: v if isinstance(v, dict) else {} for k, v in variants.items()} if isinstance(variants, dict) else {}
+
+
 def variant_order(run: Path) -> list[str]:
     """The run config's variant order (xlm, metaxlm, metaxlm_dict), so tables list models as the paper does."""
-    try:
-        variants = read_yaml(RunDir(run).config.read_text()).get("variants")
-    except (OSError, yaml.YAMLError, AttributeError):
-        return []  # only used for ordering: without a readable config, names sort alphabetically
-    return list(variants) if isinstance(variants, dict | list) else []
+    return list(run_variants(run))
 
 
 def report_config(run: Path) -> ReportConfig:
