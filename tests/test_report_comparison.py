@@ -272,3 +272,21 @@ def test_pretraining_budget_unknown_is_none_never_a_guess(tmp_path):
     assert pretraining_budget(run, "metaxlm", None).total_tokens == 140
     assert pretraining_budget(run, "metaxlm", None).continues == ("meta",)
     assert pretraining_budget(run, "xlm", None).total_tokens == 100
+
+
+def test_metrics_a_killed_run_cut_short_are_read_and_a_damaged_line_is_named(tmp_path):
+    """The report reads a variant's metrics.jsonl as the engine leaves it: a last line cut short by a kill is left
+    out; an unreadable line elsewhere stops the report with the file and line, not a JSON traceback."""
+    from metaxlm.errors import DataError
+    from metaxlm.report.pretraining import read_curves, tokens_by_step
+
+    run = tmp_path / "run"
+    _metrics(run, "a", {10: 100, 20: 200})
+    path = run / "pretrain" / "a" / "metrics.jsonl"
+    path.write_text(path.read_text() + '{"step": 30, "loss": 1.0, "tok')
+    assert tokens_by_step(run / "pretrain" / "a") == {10: 100, 20: 200}
+    assert read_curves(run / "pretrain" / "a") == {20: {"en": 2.0}}
+    lines = path.read_text().splitlines()
+    path.write_text("\n".join([lines[0], "not json", *lines[1:]]) + "\n")
+    with pytest.raises(DataError, match=rf"{path}:2: not a JSON line"):
+        tokens_by_step(run / "pretrain" / "a")

@@ -20,20 +20,23 @@ import math
 from dataclasses import dataclass
 from pathlib import Path
 
-from metaxlm.io import atomic_write_json, atomic_write_text
+from metaxlm.io import atomic_write_json, atomic_write_text, jsonl_lines
 from metaxlm.report import plots
 from metaxlm.report.colors import run_variant_colors
 from metaxlm.report.results import run_variants
 from metaxlm.run.layout import RunDir, VariantDir, heldout_losses
 
 
+def metrics_records(variant_dir: Path) -> list[dict]:
+    """A variant's metrics.jsonl as records ([] without one); a line cut short by a killed run is left out, any other
+    unreadable line is a DataError naming the file and line (metaxlm.io.jsonl_lines)."""
+    path = VariantDir(variant_dir).metrics
+    return [json.loads(line) for line in jsonl_lines(path) if line] if path.exists() else []
+
+
 def read_curves(variant_dir: Path) -> dict[int, dict[str, float]]:
     curves: dict[int, dict[str, float]] = {}
-    path = VariantDir(variant_dir).metrics
-    if not path.exists():
-        return curves
-    for line in path.read_text().splitlines():
-        rec = json.loads(line)
+    for rec in metrics_records(variant_dir):
         losses = heldout_losses(rec)
         if losses:
             curves[rec["step"]] = losses
@@ -49,11 +52,7 @@ def objective_curves(variant_dir: Path) -> dict[str, tuple[list[int], list[float
     """{objective: (steps, training losses)} from the `loss/<name>` entries of a variant's metrics.jsonl, and
     {"<objective> <term>": ...} from the loss terms it logs apart at evaluations (`eval/<name>/<term>_mlm`)."""
     curves: dict[str, tuple[list[int], list[float]]] = {}
-    path = VariantDir(variant_dir).metrics
-    if not path.exists():
-        return curves
-    for line in path.read_text().splitlines():
-        rec = json.loads(line)
+    for rec in metrics_records(variant_dir):
         for key, value in rec.items():
             if key.startswith("loss/"):
                 name = key.removeprefix("loss/")
@@ -179,10 +178,7 @@ class Budget:
 
 def tokens_by_step(variant_dir: Path) -> dict[int, int]:
     """{step: tokens trained on up to it} from the training records of a variant's metrics.jsonl ({} without one)."""
-    path = VariantDir(variant_dir).metrics
-    if not path.exists():
-        return {}
-    return {rec["step"]: rec["tokens"] for rec in map(json.loads, path.read_text().splitlines()) if "tokens" in rec}
+    return {rec["step"]: rec["tokens"] for rec in metrics_records(variant_dir) if "tokens" in rec}
 
 
 def pretraining_budget(run: Path, variant: str, step: int | None = None) -> Budget | None:
