@@ -185,29 +185,25 @@ def pretraining_budget(run: Path, variant: str, step: int | None = None) -> Budg
     """`variant`'s budget up to `step` (default: its last logged step), None when unknown: no such variant in the
     run's config, no metrics, or no record at that step (the engine logs every `log_every` steps). A model it
     continues counts with its last logged step, which is the one its final model was saved at."""
-    variants = run_variants(run)
+    variants, layout = run_variants(run), RunDir(run)
     if variant not in variants:
         return None
-    tokens = tokens_by_step(run / "pretrain" / variant)
+    tokens = tokens_by_step(layout.variant(variant).root)
     at = step if step is not None else max(tokens, default=None)
     if at not in tokens:
         return None
     chain, total, spec = [], tokens[at], variants[variant]
-    while True:
-        parent = spec.get("start_from")
-        if parent in variants and parent not in chain and parent != variant:
-            parent_tokens = tokens_by_step(run / "pretrain" / parent)
-            if not parent_tokens:
-                return None  # a link of the chain without records: the total is unknown, not smaller
-            chain.append(parent)
-            total += parent_tokens[max(parent_tokens)]
-            spec = variants[parent]
-            continue
-        if spec.get("init", "none") != "none":  # MetaXLM: initialized from the English phase (meta/)
-            meta_tokens = tokens_by_step(RunDir(run).meta.root)
-            if meta_tokens:  # an imported English model (`meta.source: import`) has no records: nothing trained here
-                chain.append("meta")
-                total += meta_tokens[max(meta_tokens)]
-        break
+    while (parent := spec.get("start_from")) in variants and parent not in chain and parent != variant:
+        parent_tokens = tokens_by_step(layout.variant(parent).root)
+        if not parent_tokens:
+            return None  # a link of the chain without records: the total is unknown, not smaller
+        chain.append(parent)
+        total += parent_tokens[max(parent_tokens)]
+        spec = variants[parent]
+    if spec.get("init", "none") != "none":  # MetaXLM: initialized from the English phase (meta/)
+        meta_tokens = tokens_by_step(layout.meta.root)
+        if meta_tokens:  # an imported English model (`meta.source: import`) has no records: nothing trained here
+            chain.append("meta")
+            total += meta_tokens[max(meta_tokens)]
     return Budget(at, tokens[at], total, tuple(chain))
 
