@@ -71,7 +71,7 @@ def plot_objective_losses(run: Path, variants: list[str], path: Path, colors: di
     """objective_losses.png: one panel per objective, one line per variant that trains it; False if none logged."""
     panels: dict[str, dict[str, tuple[list[int], list[float]]]] = {}
     for variant in variants:
-        for objective, curve in objective_curves(run / "pretrain" / variant).items():
+        for objective, curve in objective_curves(RunDir(run).variant(variant).root).items():
             panels.setdefault(objective, {})[variant] = curve
     if not panels:
         return False
@@ -83,7 +83,7 @@ def pretraining_comparison(run_dir: str | Path, variants: list[str], pivot: str 
     """The held-out losses of the variants that logged them, side by side (what comparison.json holds; {} when
     none did). Reads only: the report stage writes it (`compare_variants`)."""
     run = Path(run_dir)
-    curves = {v: read_curves(run / "pretrain" / v) for v in variants}
+    curves = {v: read_curves(RunDir(run).variant(v).root) for v in variants}
     curves = {v: c for v, c in curves.items() if c}
     if not curves:
         return {}
