@@ -181,10 +181,16 @@ def tokens_by_step(variant_dir: Path) -> dict[int, int]:
     return {rec["step"]: rec["tokens"] for rec in metrics_records(variant_dir) if "tokens" in rec}
 
 
+def final_tokens(model_dir: Path) -> int | None:
+    """The tokens up to the last logged step, the one the final model was saved at (None without records)."""
+    tokens = tokens_by_step(model_dir)
+    return tokens[max(tokens)] if tokens else None
+
+
 def pretraining_budget(run: Path, variant: str, step: int | None = None) -> Budget | None:
     """`variant`'s budget up to `step` (default: its last logged step), None when unknown: no such variant in the
     run's config, no metrics, or no record at that step (the engine logs every `log_every` steps). A model it
-    continues counts with its last logged step, which is the one its final model was saved at."""
+    continues counts with its final model's tokens (`final_tokens`)."""
     variants, layout = run_variants(run), RunDir(run)
     if variant not in variants:
         return None
@@ -194,16 +200,15 @@ def pretraining_budget(run: Path, variant: str, step: int | None = None) -> Budg
         return None
     chain, total, spec = [], tokens[at], variants[variant]
     while (parent := spec.get("start_from")) in variants and parent not in chain and parent != variant:
-        parent_tokens = tokens_by_step(layout.variant(parent).root)
-        if not parent_tokens:
+        if (parent_tokens := final_tokens(layout.variant(parent).root)) is None:
             return None  # a link of the chain without records: the total is unknown, not smaller
         chain.append(parent)
-        total += parent_tokens[max(parent_tokens)]
+        total += parent_tokens
         spec = variants[parent]
-    if spec.get("init", "none") != "none":  # MetaXLM: initialized from the English phase (meta/)
-        meta_tokens = tokens_by_step(layout.meta.root)
-        if meta_tokens:  # an imported English model (`meta.source: import`) has no records: nothing trained here
-            chain.append("meta")
-            total += meta_tokens[max(meta_tokens)]
+    # MetaXLM: initialized from the English phase (meta/); an imported English model (`meta.source: import`) has no
+    # records: nothing trained here
+    if spec.get("init", "none") != "none" and (meta_tokens := final_tokens(layout.meta.root)) is not None:
+        chain.append("meta")
+        total += meta_tokens
     return Budget(at, tokens[at], total, tuple(chain))
 
