@@ -230,8 +230,29 @@ def cmd_align(args) -> None:
 def cmd_report(args) -> None:
     from metaxlm.report.evaluation import write_report
 
+    if args.finished_runs is not None:
+        _report_finished_runs(args)
+        return
+    if not args.run_dirs:
+        raise MetaXLMError("report: give one or more run directories (or --finished-runs CONFIG --out DIR)")
     written = write_report([Path(d) for d in args.run_dirs], Path(args.out) if args.out else None)
     print(f"report: {written['html']} (and {written['markdown']})")
+
+
+def _report_finished_runs(args) -> None:
+    """`metaxlm report --finished-runs CONFIG [key=value ...] --out DIR` (metaxlm.report.finished_runs)."""
+    from metaxlm.config import load_config
+    from metaxlm.report.finished_runs import report_finished_runs
+
+    if args.out is None:
+        raise MetaXLMError("report --finished-runs: give --out DIR (the assembled results and the report go there)")
+    if paths := [a for a in args.run_dirs if "=" not in a]:
+        raise MetaXLMError(f"report --finished-runs: {paths[0]!r} is not a key=value override (a report from "
+                           "finished runs reads no run directory)")
+    written, to_come = report_finished_runs(load_config(args.finished_runs, args.run_dirs), Path(args.out))
+    print(f"report: {written['html']} (and {written['markdown']})")
+    for task, runs in to_come.items():
+        print(f"to come, {task}: {', '.join(f'{label} seed {seed}' for label, seed in runs)}")
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -317,8 +338,13 @@ def build_parser() -> argparse.ArgumentParser:
     p.set_defaults(func=cmd_align)
 
     p = sub.add_parser("report", help="Markdown + self-contained HTML report of one or more runs' evaluations")
-    p.add_argument("run_dirs", nargs="+", help="run output dirs (each with eval/*/results.json)")
-    p.add_argument("--out", help="output dir (default: <first run>/report)")
+    p.add_argument("run_dirs", nargs="*", help="run output dirs (each with eval/*/results.json); with "
+                                               "--finished-runs: key.sub=value overrides of its config")
+    p.add_argument("--out", help="output dir (default: <first run>/report; with --finished-runs: required, it gets "
+                                 "config.yaml, eval/<model>/results.json and report/)")
+    p.add_argument("--finished-runs", metavar="CONFIG",
+                   help="report a comparison under way from the finished-run records of CONFIG's "
+                        "evaluate.finished_runs (no model is read; each task says which runs are still to come)")
     p.set_defaults(func=cmd_report)
 
     data = sub.add_parser("data", help="data: check files, prepare Arrow, stats")

@@ -8,7 +8,8 @@ wrong instead of failing deep in a plot.
          "average": {"mean": .., "std": ..}, "target_average": {..}, "transfer_gap": {..}, "note": "free text",
          "report_hints": {..},  # how the report shows it, as the task type declares (finetune/tasks/base.py)
          "collapsed": {"de": [{"seed": 0, "trained_on": "en", "what": "predicts one class ('x') for 100% of
-                                test items"}]}}},  # only runs whose model gives one answer to ~every item
+                                test items"}]},  # only runs whose model gives one answer to ~every item
+         "to_come": ["fr seed 0"]}},  # assembled from finished-run records: the runs not finished yet
      "transfer_matrix": {"<task>": {"languages": ["en", "de"], "scores": [[..], [..]]}},  # rows source, cols target
      "retrieval": {"<set>": {"layers": [0, 1, ..], "average": [..],
                              "per_language": {"de": {"src2tgt": [..], "tgt2src": [..], "mean": [..]}}}},
@@ -76,6 +77,7 @@ class TaskResult(Record):
     average: Stat | None = None
     target_average: Stat | None = None
     transfer_gap: Stat | None = None
+    to_come: list[str] | None = None  # a comparison under way (report --finished-runs): its runs not finished yet
 
 
 class MatrixResult(Record):

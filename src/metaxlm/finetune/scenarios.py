@@ -29,7 +29,7 @@ import torch
 
 from metaxlm.compute.precision import compute_device, cpu_model
 from metaxlm.config import RECORDED_OUTPUTS
-from metaxlm.errors import MetaXLMError
+from metaxlm.errors import DataError, MetaXLMError
 from metaxlm.finetune.checkpoint import Checkpoints
 from metaxlm.finetune.inference import kept_precision, resolved_precision
 from metaxlm.finetune.models import load_finetune_tokenizer, load_model
@@ -503,6 +503,30 @@ def collapsed_runs(details: list[dict]) -> dict[str, list[dict]]:
     return out
 
 
+def _task_entry(spec: TaskSpec, scenario: str, seeds: Sequence[int], runs: dict[str, list[float]],
+                details: list[dict]) -> dict:
+    """The task entry of a fine-tuning scenario (not the transfer matrix) from its runs' scores and details."""
+    entry = {"type": spec.type, "metric": spec.metric, "scenario": scenario, "source": spec.source, "seeds": list(seeds),
+             "report_hints": get_task(spec.type).report_hints}
+    entry.update(summarize(runs, None if scenario == "supervised" else spec.source))
+    entry.update(report_summary(details, spec.metric))
+    if entry["report_hints"].get("directional"):  # which way it translates: source→language, or back
+        entry["direction"] = spec.direction
+    return entry
+
+
+def _entry_notes(spec: TaskSpec, notes: list[str], runner: _Runner) -> dict:
+    """What every task entry adds after its runs: notes, the curve's test-item count, chance levels, collapses."""
+    out: dict = {"note": "; ".join(n for n in notes if n)}
+    if spec.hyperparameters.eval_steps and spec.hyperparameters.curve_items is not None:
+        out["curve_items"] = spec.hyperparameters.curve_items  # the curve's points are on this many test items
+    if runner.chance:
+        out["chance"] = runner.chance
+    if collapsed := collapsed_runs(runner.details):
+        out["collapsed"] = collapsed
+    return out
+
+
 def run_task(spec: TaskSpec, model_dir: str | Path, out_dir: str | Path | None = None, *,
              scenario: str = "zero_shot", seeds: Sequence[int] | None = None, languages: Sequence[str] | None = None,
              tokenizer_dir: str | Path | None = None, progress: bool = True,
@@ -539,21 +563,10 @@ def run_task(spec: TaskSpec, model_dir: str | Path, out_dir: str | Path | None =
     if scenario == "transfer_matrix":
         entry = _transfer_matrix(runner, data, langs, seeds, notes)
     else:
-        entry = {"type": spec.type, "metric": spec.metric, "scenario": scenario, "source": spec.source, "seeds": seeds,
-                 "report_hints": get_task(spec.type).report_hints}
-        runs = {"zero_shot": _zero_shot, "supervised": _supervised, "translate_train": _translate_train}[scenario](
-            runner, data, langs, seeds, notes)
-        entry.update(summarize(runs, None if scenario == "supervised" else spec.source))
-        entry.update(report_summary(runner.details, spec.metric))
-        if entry["report_hints"].get("directional"):  # which way it translates: source→language, or back
-            entry["direction"] = spec.direction
-    entry["note"] = "; ".join(n for n in notes if n)
-    if spec.hyperparameters.eval_steps and spec.hyperparameters.curve_items is not None:
-        entry["curve_items"] = spec.hyperparameters.curve_items  # the curve's points are on this many test items
-    if runner.chance:
-        entry["chance"] = runner.chance
-    if collapsed := collapsed_runs(runner.details):
-        entry["collapsed"] = collapsed
+        runs = SCENARIO_RUNS[scenario](runner, data, langs, seeds, notes)
+        entry = _task_entry(spec, scenario, seeds, runs, runner.details)
+    entry.update(_entry_notes(spec, notes, runner))
+    if collapsed := entry.get("collapsed"):
         runs = [f"{lang} seed {run['seed']}" for lang, found in collapsed.items() for run in found]
         first = next(iter(collapsed.values()))[0]["what"]
         print(f"warning: {spec.name} ({scenario}): fine-tuning collapsed in {', '.join(runs)} (e.g. {first}): likely "
@@ -684,3 +697,75 @@ def _transfer_matrix(runner: _Runner, data: TaskData, langs, seeds, notes) -> di
 
 
 
+
+
+SCENARIO_RUNS = {"zero_shot": _zero_shot, "supervised": _supervised, "translate_train": _translate_train}
+
+
+# -- a task entry from finished-run records --------------------------------------------------------------------
+
+class _RecordReader(_Runner):
+    """A runner that trains nothing: each (label, seed) run the scenario asks for is read from its finished-run
+    record in `folder` (`evaluate.finished_runs`), or listed in `missing` (its scores NaN). The scenario functions
+    above decide which runs a task has, here as when it runs."""
+
+    def __init__(self, spec: TaskSpec, folder: Path):
+        super().__init__(spec, Path(), None, progress=False)
+        self.folder = folder
+        self.missing: list[tuple[str, int]] = []
+        self.keys: dict[str, Path] = {}  # each record's key, and one file that has it
+
+    def note_chance(self, tests: dict[str, list]) -> None:  # needs the model's tokenizer: not known here
+        pass
+
+    def new_task(self, train_items: list) -> Task:
+        raise MetaXLMError(f"task {self.spec.name}: code-switched items need the model's tokenizer; its entry cannot "
+                           "be assembled from finished-run records alone")
+
+    def train_and_test(self, train_items: list, tests: dict[str, list], seed: int, label: str) -> dict[str, float]:
+        path = self.folder / f"{_run_name(label, seed)}.json"
+        if not path.exists():
+            self.missing.append((label, seed))
+            return {lang: math.nan for lang in tests}
+        try:
+            kept = json.loads(path.read_text(encoding="utf-8"))
+            key, detail, scores = kept["key"], kept["detail"], kept["detail"]["scores"]
+        except (json.JSONDecodeError, UnicodeDecodeError, KeyError, TypeError) as err:
+            raise DataError(path, None, f"not a finished-run record ({type(err).__name__}: {err})") from None
+        self.keys.setdefault(key, path)
+        if len(self.keys) > 1:  # runs of other settings or another model: never averaged together
+            (key_a, file_a), (key_b, file_b) = list(self.keys.items())[:2]
+            raise DataError(path, None, f"the finished runs of task {self.spec.name} were computed from different "
+                                        f"task settings or model files (key {key_a} in {file_a.name}, {key_b} in "
+                                        f"{file_b.name}); keep the runs of one")
+        self.details.append(detail)
+        return scores
+
+
+def recorded_task_entry(spec: TaskSpec, folder: str | Path, *, scenario: str, seeds: Sequence[int],
+                        languages: Sequence[str] | None = None) -> tuple[dict, list[tuple[str, int]]]:
+    """A task's entry of the results schema from the finished-run records in `folder` (the task's
+    `evaluate.finished_runs/<model>/<task>/` directory; its `<scenario>-runs/` files) — the runs `run_task` would
+    make, those recorded so far —, and the (label, seed) runs still to come. With runs missing, the entry's
+    `to_come` lists them and the averages over languages are left out (they would mix seeds); with none recorded,
+    it has no scores.
+    The records' key is not checked against a model (none is read), only that every record has the same one."""
+    if scenario not in SCENARIO_RUNS:
+        raise MetaXLMError(f"task {spec.name}: an entry from finished-run records covers the scenarios "
+                           f"{', '.join(SCENARIO_RUNS)}, not {scenario}")
+    seeds = list(seeds)
+    langs = [lang for lang in (languages or spec.languages) if lang in spec.languages]
+    if spec.source not in langs:
+        langs.insert(0, spec.source)
+    notes = [spec.note] if spec.note else []
+    reader = _RecordReader(spec, Path(folder) / f"{scenario}-runs")
+    runs = SCENARIO_RUNS[scenario](reader, TaskData(spec), langs, seeds, notes)
+    runs = {lang: kept for lang, scores in runs.items() if (kept := [s for s in scores if not math.isnan(s)])}
+    recorded = sorted({detail["seed"] for detail in reader.details})  # the seeds its cells average over
+    entry = _task_entry(spec, scenario, recorded, runs, reader.details)
+    if reader.missing:
+        for key in ("average", "target_average", "transfer_gap"):
+            entry.pop(key, None)
+        entry["to_come"] = [f"{label} seed {seed}" for label, seed in reader.missing]
+    entry.update(_entry_notes(spec, notes, reader))
+    return entry, reader.missing

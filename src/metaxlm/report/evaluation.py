@@ -140,6 +140,12 @@ def _task_sections(models: list[ModelResult], fig_dir: Path, colors: dict[str, s
     sections = []
     for task in ordered(t for m in models for t in m.data.get("tasks", {})):
         entries = {m.name: m.data["tasks"][task] for m in models if task in m.data.get("tasks", {})}
+        to_come = [Text("Runs still to come (a comparison under way): " + "; ".join(
+            f"{model}: {', '.join(t['to_come'])}" for model, t in entries.items() if t.get("to_come")) + ".")] \
+            if any(t.get("to_come") for t in entries.values()) else []
+        if not any(t.get("per_language") for t in entries.values()):
+            sections.append(Section(f"Task {task}", [Text("No run has finished yet."), *to_come], level=3))
+            continue
         langs, scale = task_languages(entries), percent_scale(list(entries.values()))
         bars = {model: {lang: (number(s.get("mean")) * scale,
                                number(s.get("std")) * scale if n_seeds(t) > 1 and s.get("std") is not None else 0.0)
@@ -148,8 +154,8 @@ def _task_sections(models: list[ModelResult], fig_dir: Path, colors: dict[str, s
         name = f"task_{slug(task)}.png"
         plots.task_bars(fig_dir / name, f"{task}: {metric} per language", f"{metric}{' (%)' if scale == 100 else ''}",
                         langs, bars, colors)
-        sections.append(Section(f"Task {task}", [task_table(task, entries), Figure(name, f"{task} per language")],
-                                level=3))
+        sections.append(Section(f"Task {task}", [task_table(task, entries), Figure(name, f"{task} per language"),
+                                                 *to_come], level=3))
     if sections:
         sections.insert(0, Section("Fine-tuning tasks", [Text("Cells: mean ± std over seeds (std left out for one "
                                                               "seed); scores in percent.")]))

@@ -1,0 +1,66 @@
+"""`metaxlm report --finished-runs CONFIG --out DIR`: the report of a comparison still under way, from the
+finished-run records it keeps in the repository.
+
+A comparison longer than a machine's sessions records each finished fine-tuning run in `evaluate.finished_runs`
+(results only; metaxlm.finetune.scenarios). From those records alone — no model and no checkpoint is read — this
+assembles, for each model of the config, the results.json its evaluate stage would write, from the runs finished so
+far, each task's note saying which runs are still to come; it writes them as a run directory (`DIR/config.yaml`,
+`DIR/eval/<model>/results.json`) and the report on it (`DIR/report/`: tables, curves with which line leads, example
+outputs, training times). Which runs a task has, its scenario and seeds are decided as in the evaluate stage
+(`plan_tasks` and the scenario functions). A record's key names the model files it was fine-tuned from; without the
+model it cannot be checked, so only this is: every record of one task has the same key (else an error naming both
+files) — runs of other settings are never averaged together.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from metaxlm.config import RunConfig
+from metaxlm.config.yaml import dump_config
+from metaxlm.errors import ConfigError, MetaXLMError
+from metaxlm.evaluation.recipe import ModelToEvaluate, evaluated_variants, plan_tasks
+from metaxlm.finetune.scenarios import recorded_task_entry
+from metaxlm.io import atomic_dir
+from metaxlm.records import RESULTS_FILE, write_results
+from metaxlm.report.evaluation import write_report
+from metaxlm.run.layout import RunDir
+
+
+def assemble_finished_runs(cfg: RunConfig, out: Path) -> dict[str, list[tuple[str, int]]]:
+    """Write `out/config.yaml` and `out/eval/<model>/results.json` for every model of `cfg` with finished-run
+    records; return, per "model · task", the (label, seed) runs still to come (tasks with no record included)."""
+    if cfg.evaluate.finished_runs is None:
+        raise ConfigError("evaluate.finished_runs: not set in this config, so it records no finished runs to report")
+    root = Path(cfg.evaluate.finished_runs)
+    if not root.is_dir():
+        raise MetaXLMError(f"{root}: no such directory (evaluate.finished_runs): no run has finished yet")
+    to_come: dict[str, list[tuple[str, int]]] = {}
+    run = RunDir(out)
+    written = 0
+    with atomic_dir(run.eval) as eval_dir:  # a model whose records went away leaves no stale results behind
+        for name in [*evaluated_variants(cfg), *cfg.evaluate.models]:
+            target = ModelToEvaluate(name, Path(), Path(), variant=name if name in cfg.variants else None)
+            tasks = {}
+            for task in plan_tasks(cfg, target):
+                entry, missing = recorded_task_entry(task.spec, root / name / task.name, scenario=task.scenario,
+                                                     seeds=task.seeds, languages=cfg.data.languages)
+                tasks[task.name] = entry
+                if missing:
+                    to_come[f"{name} · {task.name}"] = missing
+            if any(entry["per_language"] for entry in tasks.values()):  # a model with something finished
+                write_results(eval_dir / name / RESULTS_FILE, {
+                    "model_name": name, "variant": name, "step": None,
+                    "model_dir": f"finished-run records in {root / name}", "tasks": tasks})
+                written += 1
+        if not written:
+            raise MetaXLMError(f"{root}: no finished run of this config's models and tasks recorded yet "
+                               f"({sum(map(len, to_come.values()))} to come)")
+    dump_config(cfg, run.config)
+    return to_come
+
+
+def report_finished_runs(cfg: RunConfig, out: Path) -> tuple[dict, dict[str, list[tuple[str, int]]]]:
+    """assemble_finished_runs into `out`, then the report on it in `out/report`: (write_report's paths, to come)."""
+    to_come = assemble_finished_runs(cfg, Path(out))
+    return write_report([Path(out)], Path(out) / "report"), to_come
