@@ -503,6 +503,14 @@ def collapsed_runs(details: list[dict]) -> dict[str, list[dict]]:
     return out
 
 
+def _task_languages(spec: TaskSpec, languages: Sequence[str] | None) -> list[str]:
+    """The languages a task runs in: `languages` (default: the spec's) that the task has, its source first."""
+    langs = [lang for lang in (languages or spec.languages) if lang in spec.languages]
+    if spec.source not in langs:
+        langs.insert(0, spec.source)
+    return langs
+
+
 def _task_entry(spec: TaskSpec, scenario: str, seeds: Sequence[int], runs: dict[str, list[float]],
                 details: list[dict]) -> dict:
     """The task entry of a fine-tuning scenario (not the transfer matrix) from its runs' scores and details."""
@@ -548,9 +556,7 @@ def run_task(spec: TaskSpec, model_dir: str | Path, out_dir: str | Path | None =
     seeds = list(seeds if seeds is not None else spec.seeds)
     if not seeds:
         raise MetaXLMError("no seeds to run")
-    langs = [lang for lang in (languages or spec.languages) if lang in spec.languages]
-    if spec.source not in langs:
-        langs.insert(0, spec.source)
+    langs = _task_languages(spec, languages)
     notes = [spec.note] if spec.note else []
     if skipped := [lang for lang in (languages or []) if lang not in spec.languages]:
         notes.append(f"no {spec.name} data for {', '.join(skipped)}")
@@ -696,9 +702,6 @@ def _transfer_matrix(runner: _Runner, data: TaskData, langs, seeds, notes) -> di
             "languages": list(langs), "scores": scores, "std": stds, "train_data": sources}
 
 
-
-
-
 SCENARIO_RUNS = {"zero_shot": _zero_shot, "supervised": _supervised, "translate_train": _translate_train}
 
 
@@ -729,8 +732,9 @@ class _RecordReader(_Runner):
             return {lang: math.nan for lang in tests}
         try:
             kept = json.loads(path.read_text(encoding="utf-8"))
-            key, detail, scores = kept["key"], kept["detail"], kept["detail"]["scores"]
-        except (json.JSONDecodeError, UnicodeDecodeError, KeyError, TypeError) as err:
+            key, detail, scores = kept["key"], kept["detail"], dict(kept["detail"]["scores"])
+            int(detail["seed"])
+        except (json.JSONDecodeError, UnicodeDecodeError, KeyError, TypeError, ValueError) as err:
             raise DataError(path, None, f"not a finished-run record ({type(err).__name__}: {err})") from None
         self.keys.setdefault(key, path)
         if len(self.keys) > 1:  # runs of other settings or another model: never averaged together
@@ -754,9 +758,7 @@ def recorded_task_entry(spec: TaskSpec, folder: str | Path, *, scenario: str, se
         raise MetaXLMError(f"task {spec.name}: an entry from finished-run records covers the scenarios "
                            f"{', '.join(SCENARIO_RUNS)}, not {scenario}")
     seeds = list(seeds)
-    langs = [lang for lang in (languages or spec.languages) if lang in spec.languages]
-    if spec.source not in langs:
-        langs.insert(0, spec.source)
+    langs = _task_languages(spec, languages)
     notes = [spec.note] if spec.note else []
     reader = _RecordReader(spec, Path(folder) / f"{scenario}-runs")
     runs = SCENARIO_RUNS[scenario](reader, TaskData(spec), langs, seeds, notes)
