@@ -128,6 +128,18 @@ def test_report_from_finished_runs_end_to_end(finished, pairs_dir, tmp_path, cap
     assert "### Task toy_other\n\nNo run has finished yet." in report
     assert (out / "report" / "figures" / "finetune_curves.png").exists()
     assert (out / "config.yaml").exists()
+    assert json.loads((out / "assembled-from.json").read_text())["to_come"]["xlm · toy_mt"] == ["fr seed 0",
+                                                                                               "fr seed 1"]
+    assert main(["report", "--finished-runs", str(config), "--out", str(out)]) == 0  # rewritten as runs land
+    capsys.readouterr()
+    a_run = tmp_path / "a-run"
+    (a_run / "eval" / "m").mkdir(parents=True)
+    (a_run / "eval" / "m" / "results.json").write_text("{}")
+    assert main(["report", "--finished-runs", str(config), "--out", str(a_run)]) == 2
+    assert "not written by `metaxlm report --finished-runs`" in capsys.readouterr().err
+    assert (a_run / "eval" / "m" / "results.json").read_text() == "{}" and not (a_run / "config.yaml").exists()
+    assert main(["report", "--finished-runs", str(config), "--out", str(tmp_path / "run")]) == 2  # its output_dir
+    assert "is this config's own run directory" in capsys.readouterr().err
     assert main(["report", "--finished-runs", str(config), "--out", str(out), "runs/x"]) == 2
     assert "'runs/x' is not a key=value override" in capsys.readouterr().err
     assert main(["report", "--finished-runs", str(config)]) == 2

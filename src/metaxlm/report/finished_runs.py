@@ -4,8 +4,9 @@ finished-run records it keeps in the repository.
 A comparison longer than a machine's sessions records each finished fine-tuning run in `evaluate.finished_runs`
 (results only; metaxlm.finetune.scenarios). From those records alone — no model and no checkpoint is read — this
 assembles, for each model of the config, the results.json its evaluate stage would write, from the runs finished so
-far, each task's note saying which runs are still to come; it writes them as a run directory (`DIR/config.yaml`,
-`DIR/eval/<model>/results.json`) and the report on it (`DIR/report/`: tables, curves with which line leads, example
+far, each task saying which runs are still to come; it writes them as a run directory (`DIR/config.yaml`,
+`DIR/eval/<model>/results.json`, and `DIR/assembled-from.json`: the records' directory and the runs to come; only a
+new, empty or earlier such directory is written to) and the report on it (`DIR/report/`: tables, curves with which line leads, example
 outputs, training times). Which runs a task has, its scenario and seeds are decided as in the evaluate stage
 (`plan_tasks` and the scenario functions). A record's key names the model files it was fine-tuned from; without the
 model it cannot be checked, so only this is: every record of one task has the same key (else an error naming both
@@ -21,10 +22,22 @@ from metaxlm.config.yaml import dump_config
 from metaxlm.errors import ConfigError, MetaXLMError
 from metaxlm.evaluation.recipe import ModelToEvaluate, evaluated_variants, plan_tasks
 from metaxlm.finetune.scenarios import recorded_task_entry
-from metaxlm.io import atomic_dir
+from metaxlm.io import atomic_dir, atomic_write_json
 from metaxlm.records import RESULTS_FILE, write_results
 from metaxlm.report.evaluation import write_report
 from metaxlm.run.layout import RunDir
+
+# Beside the assembled results: what they were assembled from. Only a directory that has it (or an empty or new
+# one) is written to, so an --out that names a real run (its eval/, config.yaml) is never replaced.
+ASSEMBLED = "assembled-from.json"
+
+
+def _check_out(out: Path, cfg: RunConfig) -> None:
+    if Path(cfg.output_dir).resolve() == out.resolve():
+        raise MetaXLMError(f"{out}: is this config's own run directory (output_dir); give --out another directory")
+    if out.is_dir() and any(out.iterdir()) and not (out / ASSEMBLED).exists():
+        raise MetaXLMError(f"{out}: not empty and not written by `metaxlm report --finished-runs` (no {ASSEMBLED}): "
+                           "give a new or empty directory, so that no run's results are replaced")
 
 
 def assemble_finished_runs(cfg: RunConfig, out: Path) -> dict[str, list[tuple[str, int]]]:
@@ -35,6 +48,7 @@ def assemble_finished_runs(cfg: RunConfig, out: Path) -> dict[str, list[tuple[st
     root = Path(cfg.evaluate.finished_runs)
     if not root.is_dir():
         raise MetaXLMError(f"{root}: no such directory (evaluate.finished_runs): no run has finished yet")
+    _check_out(Path(out), cfg)
     to_come: dict[str, list[tuple[str, int]]] = {}
     run = RunDir(out)
     written = 0
@@ -57,6 +71,8 @@ def assemble_finished_runs(cfg: RunConfig, out: Path) -> dict[str, list[tuple[st
             raise MetaXLMError(f"{root}: no finished run of this config's models and tasks recorded yet "
                                f"({sum(map(len, to_come.values()))} to come)")
     dump_config(cfg, run.config)
+    atomic_write_json(Path(out) / ASSEMBLED, {"finished_runs": str(root), "to_come": {
+        task: [f"{label} seed {seed}" for label, seed in runs] for task, runs in to_come.items()}})
     return to_come
 
 
