@@ -59,16 +59,16 @@ def keep_only(archive, out, names: list[str]):
 
 def test_an_entry_from_every_record_is_the_entry_the_run_wrote(finished):
     spec, archive, entry = finished
-    assembled, missing = recorded_task_entry(spec, archive, scenario="supervised", seeds=[0, 1])
-    assert missing == [] and "to_come" not in assembled
+    assembled = recorded_task_entry(spec, archive, scenario="supervised", seeds=[0, 1])
+    assert "to_come" not in assembled
     assert json_safe(assembled) == json_safe(entry)  # scores, averages, reports, curves, examples, training
 
 
 def test_runs_not_finished_are_listed_and_never_averaged_in(finished, tmp_path):
     spec, archive, entry = finished
     partial = keep_only(archive, tmp_path / "records", ["de-seed0", "de-seed1", "fr-seed1"])
-    assembled, missing = recorded_task_entry(spec, partial, scenario="supervised", seeds=[0, 1])
-    assert missing == [("fr", 0)] and assembled["to_come"] == ["fr seed 0"]
+    assembled = recorded_task_entry(spec, partial, scenario="supervised", seeds=[0, 1])
+    assert assembled["to_come"] == ["fr seed 0"]
     assert assembled["per_language"]["de"] == entry["per_language"]["de"]
     assert assembled["per_language"]["fr"]["runs"] == entry["per_language"]["fr"]["runs"][1:]
     assert "average" not in assembled  # an average over languages would mix seeds
@@ -79,9 +79,9 @@ def test_runs_not_finished_are_listed_and_never_averaged_in(finished, tmp_path):
 
 def test_a_task_with_no_finished_run_has_no_scores_and_every_run_to_come(finished, tmp_path):
     spec, archive, _ = finished
-    assembled, missing = recorded_task_entry(spec, tmp_path / "nothing", scenario="supervised", seeds=[0, 1])
-    assert missing == [("de", 0), ("de", 1), ("fr", 0), ("fr", 1)]
-    assert assembled["per_language"] == {} and len(assembled["to_come"]) == 4
+    assembled = recorded_task_entry(spec, tmp_path / "nothing", scenario="supervised", seeds=[0, 1])
+    assert assembled["to_come"] == ["de seed 0", "de seed 1", "fr seed 0", "fr seed 1"]
+    assert assembled["per_language"] == {}
 
 
 def test_records_of_other_settings_are_not_mixed_in(finished, tmp_path):
@@ -153,7 +153,7 @@ def test_report_from_finished_runs_end_to_end(finished, pairs_dir, tmp_path, cap
 def test_no_nan_leaks_from_a_missing_run_into_the_scores(finished, tmp_path):
     spec, archive, _ = finished
     partial = keep_only(archive, tmp_path / "records", ["de-seed1"])
-    assembled, _ = recorded_task_entry(spec, partial, scenario="supervised", seeds=[0, 1])
+    assembled = recorded_task_entry(spec, partial, scenario="supervised", seeds=[0, 1])
     runs = [v for stat in assembled["per_language"].values() for v in stat["runs"]]
     assert runs and not any(math.isnan(v) for v in runs)
     assert assembled["seeds"] == [1]

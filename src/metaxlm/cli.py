@@ -252,7 +252,7 @@ def _report_finished_runs(args) -> None:
     written, to_come = report_finished_runs(load_config(args.finished_runs, args.run_dirs), Path(args.out))
     print(f"report: {written['html']} (and {written['markdown']})")
     for task, runs in to_come.items():
-        print(f"to come, {task}: {', '.join(f'{label} seed {seed}' for label, seed in runs)}")
+        print(f"to come, {task}: {', '.join(runs)}")
 
 
 def build_parser() -> argparse.ArgumentParser:

@@ -747,12 +747,11 @@ class _RecordReader(_Runner):
 
 
 def recorded_task_entry(spec: TaskSpec, folder: str | Path, *, scenario: str, seeds: Sequence[int],
-                        languages: Sequence[str] | None = None) -> tuple[dict, list[tuple[str, int]]]:
+                        languages: Sequence[str] | None = None) -> dict:
     """A task's entry of the results schema from the finished-run records in `folder` (the task's
     `evaluate.finished_runs/<model>/<task>/` directory; its `<scenario>-runs/` files) — the runs `run_task` would
-    make, those recorded so far —, and the (label, seed) runs still to come. With runs missing, the entry's
-    `to_come` lists them and the averages over languages are left out (they would mix seeds); with none recorded,
-    it has no scores.
+    make, those recorded so far. With runs missing, the entry's `to_come` lists them ("fr seed 0") and the averages
+    over languages are left out (they would mix seeds); with none recorded, it has no scores.
     The records' key is not checked against a model (none is read), only that every record has the same one."""
     if scenario not in SCENARIO_RUNS:
         raise MetaXLMError(f"task {spec.name}: an entry from finished-run records covers the scenarios "
@@ -770,4 +769,4 @@ def recorded_task_entry(spec: TaskSpec, folder: str | Path, *, scenario: str, se
             entry.pop(key, None)
         entry["to_come"] = [f"{label} seed {seed}" for label, seed in reader.missing]
     entry.update(_entry_notes(spec, notes, reader))
-    return entry, reader.missing
+    return entry

@@ -40,43 +40,41 @@ def _check_out(out: Path, cfg: RunConfig) -> None:
                            "give a new or empty directory, so that no run's results are replaced")
 
 
-def assemble_finished_runs(cfg: RunConfig, out: Path) -> dict[str, list[tuple[str, int]]]:
+def assemble_finished_runs(cfg: RunConfig, out: Path) -> dict[str, list[str]]:
     """Write `out/config.yaml` and `out/eval/<model>/results.json` for every model of `cfg` with finished-run
-    records; return, per "model · task", the (label, seed) runs still to come (tasks with no record included)."""
+    records; return, per "model · task", the runs still to come ("fr seed 0"; tasks with no record included)."""
     if cfg.evaluate.finished_runs is None:
         raise ConfigError("evaluate.finished_runs: not set in this config, so it records no finished runs to report")
     root = Path(cfg.evaluate.finished_runs)
     if not root.is_dir():
         raise MetaXLMError(f"{root}: no such directory (evaluate.finished_runs): no run has finished yet")
     _check_out(Path(out), cfg)
-    to_come: dict[str, list[tuple[str, int]]] = {}
+    to_come: dict[str, list[str]] = {}
     run = RunDir(out)
     written = 0
     with atomic_dir(run.eval) as eval_dir:  # a model whose records went away leaves no stale results behind
         for name in [*evaluated_variants(cfg), *cfg.evaluate.models]:
-            target = ModelToEvaluate(name, Path(), Path(), variant=name if name in cfg.variants else None)
+            variant = name if name in cfg.variants else None
             tasks = {}
-            for task in plan_tasks(cfg, target):
-                entry, missing = recorded_task_entry(task.spec, root / name / task.name, scenario=task.scenario,
-                                                     seeds=task.seeds, languages=cfg.data.languages)
-                tasks[task.name] = entry
-                if missing:
+            for task in plan_tasks(cfg, ModelToEvaluate(name, Path(), Path(), variant=variant)):
+                tasks[task.name] = recorded_task_entry(task.spec, root / name / task.name, scenario=task.scenario,
+                                                       seeds=task.seeds, languages=cfg.data.languages)
+                if missing := tasks[task.name].get("to_come"):
                     to_come[f"{name} · {task.name}"] = missing
             if any(entry["per_language"] for entry in tasks.values()):  # a model with something finished
                 write_results(eval_dir / name / RESULTS_FILE, {
-                    "model_name": name, "variant": name, "step": None,
+                    "model_name": name, "variant": variant, "step": None,
                     "model_dir": f"finished-run records in {root / name}", "tasks": tasks})
                 written += 1
         if not written:
             raise MetaXLMError(f"{root}: no finished run of this config's models and tasks recorded yet "
                                f"({sum(map(len, to_come.values()))} to come)")
     dump_config(cfg, run.config)
-    atomic_write_json(Path(out) / ASSEMBLED, {"finished_runs": str(root), "to_come": {
-        task: [f"{label} seed {seed}" for label, seed in runs] for task, runs in to_come.items()}})
+    atomic_write_json(Path(out) / ASSEMBLED, {"finished_runs": str(root), "to_come": to_come})
     return to_come
 
 
-def report_finished_runs(cfg: RunConfig, out: Path) -> tuple[dict, dict[str, list[tuple[str, int]]]]:
+def report_finished_runs(cfg: RunConfig, out: Path) -> tuple[dict, dict[str, list[str]]]:
     """assemble_finished_runs into `out`, then the report on it in `out/report`: (write_report's paths, to come)."""
     to_come = assemble_finished_runs(cfg, Path(out))
     return write_report([Path(out)], Path(out) / "report"), to_come
