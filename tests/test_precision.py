@@ -289,3 +289,18 @@ def test_every_config_takes_its_precision_names_from_one_place():
     assert inference_precision(model, "native") == "native" and "native" in PROBE_PRECISIONS
     with pytest.raises(P.ConfigError, match="precision must be one of auto, bf16, fp32, native"):
         inference_precision(model, "fp16")
+
+
+def test_the_cpu_is_named_with_its_family_and_model(tmp_path):
+    """A VM may name two CPUs of twofold different speed alike ("AMD EPYC"): records and benchmarks say the family
+    and model numbers of the first processor too; without them, the name alone; without the file, platform's."""
+    from metaxlm.run.info import cpu_model
+
+    info = tmp_path / "cpuinfo"
+    info.write_text("processor\t: 0\nvendor_id\t: AuthenticAMD\ncpu family\t: 23\nmodel\t\t: 1\n"
+                    "model name\t: AMD EPYC\nflags\t\t: fpu avx2\n\nprocessor\t: 1\ncpu family\t: 25\nmodel\t\t: 9\n"
+                    "model name\t: Other\n")
+    assert cpu_model(info) == "AMD EPYC (family 23, model 1)"
+    info.write_text("processor\t: 0\nmodel name\t: ARMv8 Processor\n")
+    assert cpu_model(info) == "ARMv8 Processor"
+    assert cpu_model(tmp_path / "absent")  # platform's name for it, never an error

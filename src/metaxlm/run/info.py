@@ -22,12 +22,23 @@ PACKAGES = ("metaxlm", "torch", "transformers", "tokenizers", "sentencepiece", "
 
 
 # -- the machine -------------------------------------------------------------------------------------------
-def cpu_model() -> str:
-    """The CPU's model name (/proc/cpuinfo on Linux), else what platform knows."""
+CPUINFO = Path("/proc/cpuinfo")
+
+
+def cpu_model(cpuinfo: Path = CPUINFO) -> str:
+    """The CPU's model name (/proc/cpuinfo on Linux) with its family and model numbers where the file gives them,
+    e.g. "AMD EPYC (family 23, model 1)": a virtual machine may show only "AMD EPYC" for CPUs whose speed differs
+    twofold; else what platform knows."""
     try:
-        for line in Path("/proc/cpuinfo").read_text(errors="replace").splitlines():
-            if line.startswith("model name"):
-                return line.split(":", 1)[1].strip()
+        fields: dict[str, str] = {}
+        for line in cpuinfo.read_text(errors="replace").splitlines():
+            if not line.strip() and fields:  # the first processor's block is enough
+                break
+            key, _, value = line.partition(":")
+            fields.setdefault(key.strip(), value.strip())
+        if name := fields.get("model name"):
+            family, model = fields.get("cpu family"), fields.get("model")
+            return f"{name} (family {family}, model {model})" if family and model else name
     except OSError:
         pass
     return platform.processor() or platform.machine() or "unknown CPU"
@@ -36,7 +47,7 @@ def cpu_model() -> str:
 def cpu_bf16_flags() -> list[str]:
     """The CPU flags that make bf16 matmuls fast (a VM may hide some on the same model name)."""
     try:
-        for line in Path("/proc/cpuinfo").read_text(errors="replace").splitlines():
+        for line in CPUINFO.read_text(errors="replace").splitlines():
             if line.startswith(("flags", "Features")):
                 return sorted(f for f in line.split(":", 1)[1].split() if "bf16" in f or f.startswith("amx"))
     except OSError:
