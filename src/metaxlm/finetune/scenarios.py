@@ -716,7 +716,7 @@ class _RecordReader(_Runner):
         super().__init__(spec, Path(), None, progress=False)
         self.folder = folder
         self.missing: list[tuple[str, int]] = []
-        self.keys: dict[str, Path] = {}  # each record's key, and one file that has it
+        self.first: tuple[str, Path] | None = None  # the first record's key and file: every other must have that key
 
     def note_chance(self, tests: dict[str, list]) -> None:  # needs the model's tokenizer: not known here
         pass
@@ -736,12 +736,11 @@ class _RecordReader(_Runner):
             int(detail["seed"])
         except (json.JSONDecodeError, UnicodeDecodeError, KeyError, TypeError, ValueError) as err:
             raise DataError(path, None, f"not a finished-run record ({type(err).__name__}: {err})") from None
-        self.keys.setdefault(key, path)
-        if len(self.keys) > 1:  # runs of other settings or another model: never averaged together
-            (key_a, file_a), (key_b, file_b) = list(self.keys.items())[:2]
+        self.first = self.first or (key, path)
+        if key != self.first[0]:  # runs of other settings or another model: never averaged together
             raise DataError(path, None, f"the finished runs of task {self.spec.name} were computed from different "
-                                        f"task settings or model files (key {key_a} in {file_a.name}, {key_b} in "
-                                        f"{file_b.name}); keep the runs of one")
+                                        f"task settings or model files (key {self.first[0]} in {self.first[1].name}, "
+                                        f"{key} in {path.name}); keep the runs of one")
         self.details.append(detail)
         return scores
 

@@ -51,7 +51,6 @@ def assemble_finished_runs(cfg: RunConfig, out: Path) -> dict[str, list[str]]:
     _check_out(Path(out), cfg)
     to_come: dict[str, list[str]] = {}
     run = RunDir(out)
-    written = 0
     with atomic_dir(run.eval) as eval_dir:  # a model whose records went away leaves no stale results behind
         for name in [*evaluated_variants(cfg), *cfg.evaluate.models]:
             variant = name if name in cfg.variants else None
@@ -65,8 +64,7 @@ def assemble_finished_runs(cfg: RunConfig, out: Path) -> dict[str, list[str]]:
                 write_results(eval_dir / name / RESULTS_FILE, {
                     "model_name": name, "variant": variant, "step": None,
                     "model_dir": f"finished-run records in {root / name}", "tasks": tasks})
-                written += 1
-        if not written:
+        if not any(eval_dir.iterdir()):
             raise MetaXLMError(f"{root}: no finished run of this config's models and tasks recorded yet "
                                f"({sum(map(len, to_come.values()))} to come)")
     dump_config(cfg, run.config)
