@@ -71,7 +71,7 @@ def instrument(sections: Sections) -> None:
     import metaxlm.features.layers as layers
     import metaxlm.features.retrieval as retrieval
     import metaxlm.finetune.scenarios as scenarios
-    import metaxlm.finetune.trainer as trainer
+    import metaxlm.finetune.tasks.base as task_base
     import metaxlm.finetune.translate as translate
     from metaxlm.finetune.tasks import TASKS
 
@@ -83,7 +83,7 @@ def instrument(sections: Sections) -> None:
     where = [  # (module the evaluation looks the function up in, function, section)
         (layers, "tokenize_texts", "tokenization"),
         (scenarios, "finetune", "fine-tuning steps"),
-        (trainer, "predict_outputs", "inference (task tests)"),
+        (task_base, "predict_outputs", "inference (task tests)"),
         (translate, "generate_translations", "translation (generation)"),
         (retrieval, "retrieval_by_layer", "retrieval (per layer)"),
         (recipe, "evaluate_alignment", "word alignment (per layer)"),
