@@ -14,8 +14,8 @@ the same numbers), and prints the table as Markdown.
     python bench/evaluation_profile.py --model veco --label veco
     python bench/evaluation_profile.py --config configs/compare.yaml 'evaluate.seeds=[0]'   # overrides
 
-The run's vocabulary is made when missing (the vocab stage) and the start model written on first use; a variant's
-model needs its pretraining first (`metaxlm run configs/compare.yaml 'stages=[vocab,prepare,stats,pretrain]'`).
+The run's vocabulary is made when missing (the vocab stage) and the start models written (as the pretrain stage
+writes them); a variant's model needs its pretraining first (`metaxlm run configs/compare.yaml 'stages=[vocab,prepare,stats,pretrain]'`).
 """
 
 from __future__ import annotations
@@ -115,11 +115,14 @@ def main() -> int:
     from metaxlm.config import load_config
     from metaxlm.io import json_safe
     from metaxlm.pipeline import stage_vocab
+    from metaxlm.pretrain.recipe import save_start_model
     from metaxlm.run.layout import RunDir
 
     cfg = load_config(args.config, args.overrides)
     if not (RunDir.of(cfg).vocab / "tokenizer_config.json").exists():  # what the start model is written with
         stage_vocab(cfg)
+    for variant in cfg.start_models_evaluated():  # the pretrain stage exports them; reused while unchanged
+        save_start_model(cfg, variant, progress=False)
     sections = Sections()
     instrument(sections)
     targets = {t.name: t for t in recipe.models_to_evaluate(cfg.model_copy(
