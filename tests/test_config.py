@@ -101,6 +101,25 @@ def test_real_configs_validate():
         load_config(path)
 
 
+@pytest.mark.parametrize("name", ["compare.yaml", "compare-from-metaxlm.yaml"])
+def test_head_to_head_configs_give_every_evaluated_method_the_same_steps(name):
+    """The comparison's premise: each method continues the start for train.steps optimizer steps — a composition
+    through its chain of variants together — and every one leaves the fresh parts alone for the same share first."""
+    from pathlib import Path
+
+    cfg = load_config(Path(__file__).resolve().parents[1] / "configs" / name)
+
+    def chain(variant):  # the variant and those it starts from, back to the common start
+        start = cfg.variants[variant].start_from
+        return chain(start) + [variant] if start in cfg.variants else [variant]
+
+    for variant in cfg.evaluate.variants:
+        trains = [cfg.train_for(v) for v in chain(variant)]
+        assert sum(t.steps for t in trains) == cfg.train.steps, variant
+        for t in trains:  # the same share of each variant's own steps (a quarter in both configs)
+            assert t.head_warmup_steps * cfg.train.steps == cfg.train.head_warmup_steps * t.steps, variant
+
+
 def test_run_variants_pick_variants_with_the_ones_they_start_from():
     cfg = RunConfig.model_validate({
         "output_dir": "x", "data": {"languages": ["en"]}, "run_variants": ["c"],
