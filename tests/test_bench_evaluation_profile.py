@@ -24,8 +24,9 @@ def test_every_timed_function_is_called_through_the_module_it_is_patched_in(monk
     monkeypatch.setattr(sections, "patch", patch)
     evaluation_profile.instrument(sections)  # an AttributeError here: a timed function moved
     assert len(patched) > 10
-    package = Path(inspect.getfile(evaluation_profile_package())).parent
-    everywhere = "\n".join(path.read_text() for path in package.rglob("*.py"))
+    import metaxlm
+
+    everywhere = "\n".join(path.read_text() for path in Path(metaxlm.__file__).parent.rglob("*.py"))
     for owner, name in patched:
         if inspect.ismodule(owner):  # timed only if called by that module's global or as the module's attribute
             source = inspect.getsource(owner)
@@ -36,12 +37,6 @@ def test_every_timed_function_is_called_through_the_module_it_is_patched_in(monk
                                       re.MULTILINE)
             assert called_inside or imported_late or f".{name}(" in everywhere, \
                 f"nothing calls {name} through {owner.__name__}"
-
-
-def evaluation_profile_package():
-    import metaxlm
-
-    return metaxlm
 
 
 def test_sections_charge_each_interval_to_the_innermost_section():
