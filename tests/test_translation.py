@@ -666,7 +666,8 @@ def test_curve_points_on_a_fixed_subset_and_the_final_score_on_every_item(tokeni
 def test_finished_runs_recorded_elsewhere_are_reused_by_a_fresh_run(tokenizer, model_dir, tmp_path, monkeypatch):
     """finished_runs: each finished run is recorded there too (results only); a run in a new directory (another
     machine, a fresh clone) with the same key reuses it instead of training, and keeps it in its own store; another
-    key trains."""
+    key (other settings or model files) is refused before any training, naming the record, which stays as it was
+    (two series are never mixed in one archive); in another archive it trains."""
     import metaxlm.finetune.scenarios as scenarios
 
     s = spec(tmp_path)
@@ -683,9 +684,16 @@ def test_finished_runs_recorded_elsewhere_are_reused_by_a_fresh_run(tokenizer, m
                      progress=False, resume_key="k1", finished_runs=archive)
     assert again["per_language"] == first["per_language"] and again["reports"] == first["reports"]
     assert (tmp_path / "out2" / "supervised-runs" / "de-seed0.json").exists()
-    with pytest.raises(AssertionError, match="trained again"):
+    record = archive / "supervised-runs" / "de-seed0.json"
+    before = record.read_bytes()
+    with pytest.raises(DataError, match=r"de-seed0\.json.*other task settings or model files \(key k1; this run's is "
+                                        r"k2\).*evaluate\.finished_runs"):
         run_task(s, model_dir, tmp_path / "out3", scenario="supervised", seeds=[0], tokenizer_dir=model_dir,
                  progress=False, resume_key="k2", finished_runs=archive)
+    assert record.read_bytes() == before
+    with pytest.raises(AssertionError, match="trained again"):
+        run_task(s, model_dir, tmp_path / "out3", scenario="supervised", seeds=[0], tokenizer_dir=model_dir,
+                 progress=False, resume_key="k2", finished_runs=tmp_path / "docs" / "series-2")
 
 
 def test_a_translation_run_is_keyed_by_the_model_files_it_reads(tokenizer, tmp_path):

@@ -243,6 +243,18 @@ def _run_name(label: str, seed: int) -> str:
     return f"{label.replace(' ', '_').replace('/', '_')}-seed{seed}"
 
 
+def _read_record(path: Path) -> tuple[str, dict]:
+    """(key, detail) of a finished-run record, or a DataError naming the file."""
+    try:
+        kept = json.loads(path.read_text(encoding="utf-8"))
+        key, detail = kept["key"], kept["detail"]
+        dict(detail["scores"])
+        int(detail["seed"])
+    except (json.JSONDecodeError, UnicodeDecodeError, KeyError, TypeError, ValueError) as err:
+        raise DataError(path, None, f"not a finished-run record ({type(err).__name__}: {err})") from None
+    return key, detail
+
+
 class _Runner:
     def __init__(self, spec: TaskSpec, model_dir: Path, tokenizer, progress: bool, save_dir: Path | None = None,
                  runs_dir: Path | None = None, resume_key: str | None = None, archive_dir: Path | None = None):
@@ -276,11 +288,25 @@ class _Runner:
         for path in self._run_files(label, seed):
             if not path.exists():
                 continue
-            kept = json.loads(path.read_text(encoding="utf-8"))
-            saved = kept["detail"].get("saved_model")
-            if kept.get("key") == self.resume_key and (self.save_dir is None or (saved and Path(saved).exists())):
-                return kept["detail"], path
+            key, detail = _read_record(path)
+            saved = detail.get("saved_model")
+            if key == self.resume_key and (self.save_dir is None or (saved and Path(saved).exists())):
+                return detail, path
         return None
+
+    def _check_archive(self, label: str, seed: int) -> None:
+        """Before training: the archive's record of (label, seed), when it has one, was computed from this key.
+        A record of other task settings or model files (e.g. a pretraining redone on another CPU kind, which gives
+        other bytes) is never replaced: the archive's records of one task must stay one series."""
+        if self.archive_dir is None or self.resume_key is None:
+            return
+        path = self.archive_dir / f"{_run_name(label, seed)}.json"
+        if not path.exists() or (key := _read_record(path)[0]) == self.resume_key:
+            return
+        raise DataError(path, None, f"holds a finished run of other task settings or model files (key {key}; this "
+                                    f"run's is {self.resume_key}), which this run would replace: records of two "
+                                    f"series are never mixed. Point evaluate.finished_runs at another directory "
+                                    f"for this series, or remove the old records")
 
     def new_task(self, train_items: list) -> Task:
         task = get_task(self.spec.type)(self.tokenizer, self.spec.hyperparameters)
@@ -344,6 +370,7 @@ class _Runner:
             if path.parent != self.runs_dir and self.runs_dir is not None:  # from the archive: the run keeps it too
                 atomic_write_json(self.runs_dir / path.name, json_safe({"key": self.resume_key, "detail": detail}))
             return detail["scores"]
+        self._check_archive(label, seed)
         task = self.new_task(train_items)
         start = time.perf_counter()
         set_seed(seed)  # the new head's initialization is part of the run
@@ -730,12 +757,8 @@ class _RecordReader(_Runner):
         if not path.exists():
             self.missing.append((label, seed))
             return {lang: math.nan for lang in tests}
-        try:
-            kept = json.loads(path.read_text(encoding="utf-8"))
-            key, detail, scores = kept["key"], kept["detail"], dict(kept["detail"]["scores"])
-            int(detail["seed"])
-        except (json.JSONDecodeError, UnicodeDecodeError, KeyError, TypeError, ValueError) as err:
-            raise DataError(path, None, f"not a finished-run record ({type(err).__name__}: {err})") from None
+        key, detail = _read_record(path)
+        scores = dict(detail["scores"])
         self.first = self.first or (key, path)
         if key != self.first[0]:  # runs of other settings or another model: never averaged together
             raise DataError(path, None, f"the finished runs of task {self.spec.name} were computed from different "
