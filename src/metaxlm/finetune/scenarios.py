@@ -243,6 +243,11 @@ def _run_name(label: str, seed: int) -> str:
     return f"{label.replace(' ', '_').replace('/', '_')}-seed{seed}"
 
 
+def _record_name(label: str, seed: int) -> str:
+    """The file name of the finished-run record of (label, seed), in a run's store and in an archive alike."""
+    return f"{_run_name(label, seed)}.json"
+
+
 def _read_record(path: Path) -> tuple[str, dict]:
     """(key, detail) of a finished-run record, or a DataError naming the file."""
     try:
@@ -272,8 +277,7 @@ class _Runner:
         """Where a finished run is stored: the run's own store, then the archive (evaluate.finished_runs)."""
         if self.resume_key is None:
             return []
-        name = f"{_run_name(label, seed)}.json"
-        return [folder / name for folder in (self.runs_dir, self.archive_dir) if folder is not None]
+        return [folder / _record_name(label, seed) for folder in (self.runs_dir, self.archive_dir) if folder is not None]
 
     def _checkpoints(self, label: str, seed: int) -> Checkpoints | None:
         """Where the run of (label, seed) keeps its checkpoints (beside its finished-run record); None when the
@@ -300,7 +304,7 @@ class _Runner:
         other bytes) is never replaced: the archive's records of one task must stay one series."""
         if self.archive_dir is None or self.resume_key is None:
             return
-        path = self.archive_dir / f"{_run_name(label, seed)}.json"
+        path = self.archive_dir / _record_name(label, seed)
         if not path.exists() or (key := _read_record(path)[0]) == self.resume_key:
             return
         raise DataError(path, None, f"holds a finished run of other task settings or model files (key {key}; this "
@@ -753,7 +757,7 @@ class _RecordReader(_Runner):
                            "be assembled from finished-run records alone")
 
     def train_and_test(self, train_items: list, tests: dict[str, list], seed: int, label: str) -> dict[str, float]:
-        path = self.folder / f"{_run_name(label, seed)}.json"
+        path = self.folder / _record_name(label, seed)
         if not path.exists():
             self.missing.append((label, seed))
             return {lang: math.nan for lang in tests}
