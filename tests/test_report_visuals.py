@@ -105,6 +105,23 @@ def test_one_colour_per_model_in_every_figure(tmp_path, drawn):
     assert len(set(styles.values())) == 2
 
 
+def test_fine_tuning_curves_of_a_one_model_report_colour_the_tasks(tmp_path, drawn):
+    """configs/translation.yaml's report: one model, one task per initialization. Its lines are the tasks, so
+    each gets a colour of its own (and still a line style); with several models a model keeps one colour."""
+    run = tmp_path / "run"
+    run.mkdir()
+    (run / "config.yaml").write_text("variants:\n  metaxlm: {}\n")
+    final = _results("metaxlm", 100, final=True)
+    for task in final["tasks"].values():
+        task["curve"] = {"de": {"steps": [10, 20], "accuracy": [task["per_language"]["de"]] * 2}}
+    _write(run, final)
+    write_report([run])
+    lines = drawn["finetune_curves.png"]["figure"].axes[0].lines
+    assert len(lines) == len(final["tasks"]) >= 2
+    assert len({to_hex(line.get_color()) for line in lines}) == len(lines)
+    assert len({line.get_linestyle() for line in lines}) == len(lines)
+
+
 def test_report_colors_of_two_runs(tmp_path):
     """Two runs with the same variants: the run's name tells them apart, and each keeps one colour for its final
     model, its checkpoints and its variant; a variant that only pretrained has a colour too."""

@@ -46,7 +46,7 @@ from metaxlm.report.cells import (
     slug,
     task_languages,
 )
-from metaxlm.report.colors import report_colors, report_variant_names
+from metaxlm.report.colors import colors_for, report_colors, report_variant_names
 from metaxlm.report.comparison import comparison_sections
 from metaxlm.report.document import Bullets, Figure, Section, Table, Text, markdown_block, render_markdown
 from metaxlm.report.findings import findings_section, limits_section
@@ -165,13 +165,16 @@ def _task_sections(models: list[ModelResult], fig_dir: Path, colors: dict[str, s
 def _curve_sections(models: list[ModelResult], fig_dir: Path, colors: dict[str, str]) -> list[Section]:
     """Test scores against fine-tuning steps (tasks run with hyperparameters.eval_steps: e.g. translation from
     several initializations, as VECO's Table 4 compares them): one line per model and task, per metric and language;
-    a line has its model's colour, and a line style per task."""
+    a line has its model's colour, and a line style per task. A report of one model (configs/translation.yaml: one
+    pretrained model, one task per initialization) colours the lines by task instead."""
     entries = [(m.name, task, t) for m in models for task, t in m.data.get("tasks", {}).items() if t.get("curve")]
     if not entries:
         return []
     label = {(model, task): f"{model} · {task}" for model, task, _ in entries}
     tasks = ordered(task for _, task, _ in entries)
-    line_colors = {text: colors[model] for (model, _), text in label.items()}
+    # A model keeps one colour in every figure of a report; only a report of one model frees colour for the tasks.
+    by_task = colors_for(tasks) if len(models) == 1 else None
+    line_colors = {text: by_task[task] if by_task else colors[model] for (model, task), text in label.items()}
     styles = {text: tasks.index(task) for (_, task), text in label.items()}
     panels: dict[str, dict[str, list]] = {}
     ylabels: dict[str, str] = {}
