@@ -4,6 +4,7 @@ end (a tiny model overfits; scores after chosen steps), on a tiny EncoderDecoder
 
 import lzma
 import math
+import os
 from pathlib import Path
 
 import pytest
@@ -794,3 +795,52 @@ def test_examples_come_from_the_lowest_seed_whatever_the_order_runs_finished():
     assert summary["examples"] == {"de": {"seed": 0, "rows": run(0)["outputs"]["de"]}}
     assert "training" not in summary  # records without times (written before they were kept) add no time
     assert "examples" not in report_summary([{"seed": 0, "label": "de"}], "bleu")  # a task type without outputs
+
+
+def test_the_docs_recipe_translate_your_own_text_runs_as_written(tokenizer, tmp_path, monkeypatch):
+    """docs/veco.md's "Translate your own text" (the README points to it): its task file and its two commands, run
+    as written on a tiny VECO run's final/ (key=value overrides only shrink the budget), give a model that
+    `metaxlm translate` uses as a filter: one line out per line in."""
+    import shutil
+    import subprocess
+    import sys
+
+    import yaml
+
+    from metaxlm.models.archs.veco import veco_from_encoder
+    from metaxlm.vocab.load import SPM_FILE
+
+    doc = (Path(__file__).parents[1] / "docs" / "veco.md").read_text(encoding="utf-8")
+    block = doc.split('id="translate-your-own-text"', 1)[1].split("```bash\n", 1)[1].split("```", 1)[0]
+    task_yaml = block.split("<<'YAML'\n", 1)[1].split("\nYAML\n", 1)[0]
+    commands = [line for line in block.split("\n", 1)[1].split("\nYAML\n", 1)[1].splitlines() if line.strip()]
+    assert [c.split()[:2] for c in commands] == [["metaxlm", "finetune"], ["metaxlm", "translate"]]
+    spec = yaml.safe_load(task_yaml)
+    assert spec["seq2seq"]["init"] == "veco"
+
+    monkeypatch.chdir(tmp_path)
+    final = Path("runs/translation/pretrain/veco/final")  # as a VECO run lays it out: final/ and final/veco/
+    tiny_mlm(tokenizer, final)
+    veco_from_encoder(transformers.BertForMaskedLM.from_pretrained(final), init="random", seed=1).save_pretrained(
+        final / "veco")
+    tokenizer.save_pretrained(final / "veco")
+    shutil.copyfile(Path(tokenizer.name_or_path) / SPM_FILE, final / SPM_FILE)  # as metaxlm's exports hold it
+    Path("my").mkdir()
+    for name in (spec["train"], spec["test"]):
+        Path(name.format(lang="de")).write_text("".join(f"{a}\t{b}\n" for a, b in PAIRS), encoding="utf-8")
+    Path("my_mt.yaml").write_text(task_yaml + "\n", encoding="utf-8")
+    inputs = commands[1].split("<", 1)[1].split(">", 1)[0].strip()
+    Path(inputs).write_text("the house is small\n\nthe cat\n", encoding="utf-8")
+
+    tiny = ["hyperparameters.max_steps=3", "hyperparameters.batch_tokens=64", "hyperparameters.max_seq_len=16",
+            "hyperparameters.num_beams=2", "hyperparameters.max_new_tokens=6", "seq2seq.decoder_layers=2"]
+    bin_dir = Path(sys.executable).parent
+    env = {**os.environ, "PATH": f"{bin_dir}{os.pathsep}{os.environ['PATH']}", "OMP_NUM_THREADS": "1"}
+    finetune_cmd = commands[0].split("#")[0] + " --no-progress " + " ".join(tiny)
+    done = subprocess.run(finetune_cmd, shell=True, env=env, capture_output=True, text=True, timeout=600)
+    assert done.returncode == 0, done.stderr[-2000:]
+    done = subprocess.run(commands[1].split("#")[0], shell=True, env=env, capture_output=True, text=True, timeout=600)
+    assert done.returncode == 0, done.stderr[-2000:]
+    output = commands[1].split(">", 1)[1].split("#")[0].strip()
+    lines = Path(output).read_text(encoding="utf-8").split("\n")
+    assert len(lines) == 4 and lines[1] == "" and lines[3] == ""  # three lines in, three out; the blank stays blank
