@@ -1,4 +1,5 @@
 import json
+import math
 import re
 import statistics
 from pathlib import Path
@@ -251,9 +252,12 @@ def test_a_reverse_task_is_labelled_by_the_way_it_translates_and_examples_sit_si
                 "examples": {"de": {"seed": 0, "rows": rows}},
                 "training": {"runs": 2, "steps": [2000], "train_seconds": {"mean": 9000.0, "std": 600.0},
                              "machines": {"AMD EPYC · 1 thread · fp32": 1, "Intel Xeon · 1 thread · bf16": 1}}}
+    random = mt(1.0, "forward", ["x", "y"], "en")  # written with each kind of machine's own time: a row each
+    random["training"]["train_seconds_by_machine"] = {"AMD EPYC · 1 thread · fp32": {"mean": 9600.0, "std": math.nan},
+                                                      "Intel Xeon · 1 thread · bf16": {"mean": 8400.0, "std": math.nan}}
     _write(tmp_path, {"model_name": "veco", "variant": "veco", "step": 100,
                       "tasks": {"mt_veco": mt(9.0, "forward", ["Hallo", "Welt"], "en"),
-                                "mt_random": mt(1.0, "forward", ["x", "y"], "en"),
+                                "mt_random": random,
                                 "mt_veco_reverse": mt(12.0, "reverse", ["Hello"], "de")}})
     md = write_report([tmp_path])["markdown"].read_text()
     assert "| veco · mt_veco | en→de | bleu | 4.5 | 9.0 |" in md
@@ -267,7 +271,9 @@ def test_a_reverse_task_is_labelled_by_the_way_it_translates_and_examples_sit_si
     de_en = md.split("| # | de→en | text |")[1].split("\n\n")[0]
     assert "| 1 | veco · mt_veco_reverse (seed 0) | Hello |" in de_en and "mt_random" not in de_en
     assert ("| veco · mt_veco | AMD EPYC · 1 thread · fp32 (1); Intel Xeon · 1 thread · bf16 (1) | 2 | 2000 | "
-            "150.0 ± 10.0 |") in md
+            "150.0 ± 10.0 |") in md  # results written before the split: the pooled time, the kinds counted
+    assert "| veco · mt_random | AMD EPYC · 1 thread · fp32 | 1 | 2000 | 160.0 |" in md
+    assert "| veco · mt_random | Intel Xeon · 1 thread · bf16 | 1 | 2000 | 140.0 |" in md
 
 
 def test_curve_leaders_say_who_is_highest_and_whether_beyond_the_seed_spread():

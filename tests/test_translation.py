@@ -782,6 +782,10 @@ def test_training_summary_counts_each_kind_of_machine():
     assert summary["runs"] == 4 and summary["steps"] == [2000] and summary["train_seconds"]["mean"] == 6150.0
     assert summary["machines"] == {"AMD EPYC · 1 thread · fp32": 2, "Intel Xeon · 1 thread · train bf16, test fp32": 1,
                                    "Intel Xeon · 1 thread": 1}
+    by_kind = summary["train_seconds_by_machine"]  # each kind's own time: a pooled mean is no machine's
+    assert by_kind["AMD EPYC · 1 thread · fp32"]["mean"] == 9300.0
+    assert by_kind["Intel Xeon · 1 thread · train bf16, test fp32"]["mean"] == 3000.0 and set(by_kind) == set(
+        summary["machines"])
 
 
 def test_examples_come_from_the_lowest_seed_whatever_the_order_runs_finished():

@@ -509,7 +509,11 @@ def report_summary(details: list[dict], metric: str) -> dict:
     if timed:  # what the runs cost, and where they ran
         out["training"] = {"runs": len(timed), "steps": sorted({run["steps"] for run in timed}),
                            "train_seconds": _stat([run["train_seconds"] for run in timed]),
-                           "machines": dict(Counter(machine_text(run) for run in timed))}
+                           "machines": dict(Counter(machine_text(run) for run in timed)),
+                           # a mean over two kinds of machine is no machine's time: each kind's own
+                           "train_seconds_by_machine": {
+                               kind: _stat([run["train_seconds"] for run in timed if machine_text(run) == kind])
+                               for kind in dict.fromkeys(machine_text(run) for run in timed)}}
     examples: dict[str, dict] = {}
     for run in sorted(details, key=lambda r: r["seed"]):  # the lowest seed's outputs: a rule, not a choice
         for lang, rows in run.get("outputs", {}).items():

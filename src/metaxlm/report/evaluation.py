@@ -292,21 +292,24 @@ def _training_section(models: list[ModelResult]) -> list[Section]:
     for m in models:
         for task, t in m.data.get("tasks", {}).items():
             if training := t.get("training"):
-                seconds = training["train_seconds"]
-                minutes = {k: number(seconds.get(k)) / 60 for k in ("mean", "std")}
-                time_cell = (f"{minutes['mean']:.1f}" + (f" ± {minutes['std']:.1f}" if training["runs"] > 1
-                                                           and not math.isnan(minutes["std"]) else ""))
-                machines = "; ".join(f"{kind} ({n})" if len(training["machines"]) > 1 else kind
-                                     for kind, n in training["machines"].items())
-                rows.append([f"{m.name} · {task}", machines, str(training["runs"]),
-                             ", ".join(map(str, training["steps"])), time_cell])
+                # one row per kind of machine (results written before the split have only the pooled time)
+                by_kind = training.get("train_seconds_by_machine") or {
+                    "; ".join(f"{kind} ({n})" if len(training["machines"]) > 1 else kind
+                              for kind, n in training["machines"].items()): training["train_seconds"]}
+                for kind, seconds in by_kind.items():
+                    runs = training["machines"].get(kind, training["runs"])
+                    minutes = {k: number(seconds.get(k)) / 60 for k in ("mean", "std")}
+                    time_cell = (f"{minutes['mean']:.1f}" + (f" ± {minutes['std']:.1f}" if runs > 1
+                                                               and not math.isnan(minutes["std"]) else ""))
+                    rows.append([f"{m.name} · {task}", kind, str(runs), ", ".join(map(str, training["steps"])),
+                                 time_cell])
     if not rows:
         return []
     return [Section("Fine-tuning runs", [Table(
         ["model · task", "trained on (CPU · threads · precision)", "runs", "steps", "minutes per run"], rows,
-        text_columns=2, caption="Training time of each run, mean ± std over the runs (every language and seed), "
-                                "testing not included; a run resumed from its checkpoints counts the pieces that "
-                                "trained. Where runs trained on several machines, each kind with its count.")])]
+        text_columns=2, caption="Training time of each run, mean ± std over the runs (every language and seed) "
+                                "on one kind of machine, testing not included; a run resumed from its checkpoints "
+                                "counts the pieces that trained. Runs on several kinds of machine: a row each.")])]
 
 
 def _feature_sections(models: list[ModelResult], fig_dir: Path, colors: dict[str, str]) -> list[Section]:
