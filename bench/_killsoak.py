@@ -30,7 +30,8 @@ from pathlib import Path
 
 HERE = Path(__file__).resolve()
 # fields whose values are wall-clock measurements: they differ between any two runs and are not compared
-TIMING_KEYS = frozenset({"tokens_per_s", "seconds", "train_seconds", "total_seconds", "elapsed", "started", "finished"})
+TIMING_KEYS = frozenset({"tokens_per_s", "seconds", "train_seconds", "train_seconds_by_machine", "total_seconds",
+                         "elapsed", "started", "finished"})
 
 # which phase an event belongs to (the last event a killed child wrote tells where the kill landed)
 PHASES = {
