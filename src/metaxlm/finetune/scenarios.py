@@ -21,7 +21,6 @@ import json
 import math
 import sys
 import time
-from collections import Counter
 from collections.abc import Sequence
 from pathlib import Path
 
@@ -507,13 +506,14 @@ def report_summary(details: list[dict], metric: str) -> dict:
                           for lang, r in reports.items()}
     timed = [run for run in details if "train_seconds" in run]
     if timed:  # what the runs cost, and where they ran
+        by_kind: dict[str, list[float]] = {}
+        for run in timed:
+            by_kind.setdefault(machine_text(run), []).append(run["train_seconds"])
         out["training"] = {"runs": len(timed), "steps": sorted({run["steps"] for run in timed}),
                            "train_seconds": _stat([run["train_seconds"] for run in timed]),
-                           "machines": dict(Counter(machine_text(run) for run in timed)),
+                           "machines": {kind: len(seconds) for kind, seconds in by_kind.items()},
                            # a mean over two kinds of machine is no machine's time: each kind's own
-                           "train_seconds_by_machine": {
-                               kind: _stat([run["train_seconds"] for run in timed if machine_text(run) == kind])
-                               for kind in dict.fromkeys(machine_text(run) for run in timed)}}
+                           "train_seconds_by_machine": {kind: _stat(seconds) for kind, seconds in by_kind.items()}}
     examples: dict[str, dict] = {}
     for run in sorted(details, key=lambda r: r["seed"]):  # the lowest seed's outputs: a rule, not a choice
         for lang, rows in run.get("outputs", {}).items():
