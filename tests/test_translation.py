@@ -697,6 +697,39 @@ def test_finished_runs_recorded_elsewhere_are_reused_by_a_fresh_run(tokenizer, m
                  progress=False, resume_key="k2", finished_runs=tmp_path / "docs" / "series-2")
 
 
+def test_one_direction_per_process_records_runs_the_full_run_reuses(tokenizer, model_dir, tmp_path, monkeypatch):
+    """configs/translation.yaml's 'data.languages=[en,fr]' (one direction per process): the plan's run keys are
+    those of the configured languages, and the en→fr run it records is reused by a run over every language, which
+    trains only en→de."""
+    import metaxlm.finetune.scenarios as scenarios
+    from metaxlm.config import load_config
+    from metaxlm.evaluation import recipe
+
+    target = recipe.ModelToEvaluate("veco", tmp_path, tmp_path, "veco")
+    def keys(overrides):
+        config = Path(__file__).resolve().parents[1] / "configs" / "translation.yaml"
+        plan = recipe.plan_tasks(load_config(config, overrides), target)
+        return {task.name: recipe.run_fingerprint(task.spec, task.scenario, model_key="m") for task in plan}
+    assert keys(["data.languages=[en,fr]"]) == keys([])
+
+    (tmp_path / "en-fr.tsv").write_text("".join(f"{a}\t{b}\n" for a, b in PAIRS), encoding="utf-8")
+    s = spec(tmp_path, languages=["en", "de", "fr"])
+    archive = tmp_path / "records"
+    run_task(s, model_dir, tmp_path / "out1", scenario="supervised", seeds=[0], tokenizer_dir=model_dir,
+             progress=False, resume_key="k", finished_runs=archive, languages=["en", "fr"])
+    assert sorted(f.name for f in (archive / "supervised-runs").iterdir()) == ["fr-seed0.json"]
+    trained = []
+    finetune = scenarios.finetune
+    def counted(*args, **kwargs):
+        trained.append(kwargs["desc"])
+        return finetune(*args, **kwargs)
+    monkeypatch.setattr(scenarios, "finetune", counted)
+    both = run_task(s, model_dir, tmp_path / "out2", scenario="supervised", seeds=[0], tokenizer_dir=model_dir,
+                    progress=False, resume_key="k", finished_runs=archive, languages=["en", "de", "fr"])
+    assert trained == ["toy_mt de seed 0"] and set(both["per_language"]) >= {"de", "fr"}
+    assert sorted(f.name for f in (archive / "supervised-runs").iterdir()) == ["de-seed0.json", "fr-seed0.json"]
+
+
 def test_a_translation_run_is_keyed_by_the_model_files_it_reads(tokenizer, tmp_path):
     """init random reads the shapes and the tokenizer, not the weights; init veco also reads a VECO run's
     final/veco/; init encoder reads the weights."""
