@@ -69,10 +69,12 @@ def write_xz(path, text: str):
 
 
 def spec(tmp_path, **kw) -> TaskSpec:
-    tsv = tmp_path / "en-de.tsv"
-    tsv.write_text("".join(f"{a}\t{b}\n" for a, b in PAIRS), encoding="utf-8")
+    """The toy task over PAIRS, one en-<lang>.tsv per target language (default: de)."""
+    languages = kw.pop("languages", ["en", "de"])
+    for lang in languages[1:]:
+        (tmp_path / f"en-{lang}.tsv").write_text("".join(f"{a}\t{b}\n" for a, b in PAIRS), encoding="utf-8")
     return TaskSpec(**{"name": "toy_mt", "type": "translation", "format": "parallel_tsv", "metric": "bleu",
-                       "languages": ["en", "de"], "source": "en", "train": str(tmp_path / "en-{lang}.tsv"),
+                       "languages": languages, "source": "en", "train": str(tmp_path / "en-{lang}.tsv"),
                        "test": str(tmp_path / "en-{lang}.tsv"), "seeds": [0],
                        "hyperparameters": hp(max_steps=4).model_dump(), **kw})
 
@@ -712,7 +714,6 @@ def test_one_direction_per_process_records_runs_the_full_run_reuses(tokenizer, m
         return {task.name: recipe.run_fingerprint(task.spec, task.scenario, model_key="m") for task in plan}
     assert keys(["data.languages=[en,fr]"]) == keys([])
 
-    (tmp_path / "en-fr.tsv").write_text("".join(f"{a}\t{b}\n" for a, b in PAIRS), encoding="utf-8")
     s = spec(tmp_path, languages=["en", "de", "fr"])
     archive = tmp_path / "records"
     run_task(s, model_dir, tmp_path / "out1", scenario="supervised", seeds=[0], tokenizer_dir=model_dir,
