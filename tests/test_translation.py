@@ -11,6 +11,7 @@ import pytest
 import sacrebleu
 import torch
 import transformers
+from conftest import REPO
 from pydantic import ValidationError
 
 from metaxlm.cli import main
@@ -709,8 +710,7 @@ def test_one_direction_per_process_records_runs_the_full_run_reuses(tokenizer, m
 
     target = recipe.ModelToEvaluate("veco", tmp_path, tmp_path, "veco")
     def keys(overrides):
-        config = Path(__file__).resolve().parents[1] / "configs" / "translation.yaml"
-        plan = recipe.plan_tasks(load_config(config, overrides), target)
+        plan = recipe.plan_tasks(load_config(REPO / "configs" / "translation.yaml", overrides), target)
         return {task.name: recipe.run_fingerprint(task.spec, task.scenario, model_key="m") for task in plan}
     assert keys(["data.languages=[en,fr]"]) == keys([])
 
@@ -848,7 +848,7 @@ def test_the_docs_recipe_translate_your_own_text_runs_as_written(tokenizer, tmp_
     from metaxlm.models.archs.veco import veco_from_encoder
     from metaxlm.vocab.load import SPM_FILE
 
-    doc = (Path(__file__).parents[1] / "docs" / "veco.md").read_text(encoding="utf-8")
+    doc = (REPO / "docs" / "veco.md").read_text(encoding="utf-8")
     block = doc.split('id="translate-your-own-text"', 1)[1].split("```bash\n", 1)[1].split("```", 1)[0]
     task_yaml = block.split("<<'YAML'\n", 1)[1].split("\nYAML\n", 1)[0]
     commands = [line for line in block.split("\n", 1)[1].split("\nYAML\n", 1)[1].splitlines() if line.strip()]
