@@ -135,6 +135,9 @@ def test_multi_variant_run_killed_between_and_inside_variants_resumes_exactly(ru
     resumed = cli("run", str(cfg), "--no-progress", zygote=1)  # another hash seed than the ref's
     assert resumed.returncode == 0, resumed.stderr[-2000:]
     assert "pretrain a: already done" in resumed.stdout
+    info = json.loads((tmp_path / "run" / "run_info.json").read_text())  # the two killed invocations are kept
+    assert info["run_invocations"] == 3 and info["run_interrupted_invocations"] == 2
+    assert info["run_seconds"] >= info["wall_seconds"] > 0
 
     for variant in ("a", "b"):
         ra, rb = metrics(tmp_path / "ref" / "pretrain" / variant), metrics(tmp_path / "run" / "pretrain" / variant)

@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 import os
 import sys
+import time
 from pathlib import Path
 
 from metaxlm import __version__
@@ -34,32 +35,34 @@ def cmd_run(args) -> None:
 
 def cmd_pretrain(args) -> None:
     from metaxlm.pretrain.recipe import check_pretraining_config, export_for_evaluation, run_pretrain
-    from metaxlm.run.info import write_run_info
+    from metaxlm.run.info import finish_run_info, write_run_info
     from metaxlm.run.layout import RunDir
 
     cfg = _load(args)
     check_pretraining_config(cfg)
     variant = args.variant or next(iter(cfg.variants))
+    root, start = RunDir.of(cfg).variant(variant).root, time.perf_counter()
     if is_main():  # one writer when launched with torchrun / accelerate
-        write_run_info(RunDir.of(cfg).variant(variant).root, cfg)
+        write_run_info(root, cfg)
     result = run_pretrain(cfg, variant, resume=args.resume, resume_from=args.resume_from,
                           progress=not args.no_progress)
     if is_main():
         export_for_evaluation(cfg, variant, progress=not args.no_progress)  # what `metaxlm evaluate` reads
+        finish_run_info(root, {"pretrain": time.perf_counter() - start})
         print(f"pretrained {variant}: {result.final_dir} (loads with AutoModelForMaskedLM.from_pretrained)")
 
 
 def cmd_prepare(args) -> None:
     from metaxlm.pipeline import stage_prepare
-    from metaxlm.run.info import write_run_info
+    from metaxlm.run.info import recorded_invocation
     from metaxlm.run.layout import RunDir
 
     cfg = _load(args)
     vocab = RunDir.of(cfg).vocab
     if not (vocab / "tokenizer_config.json").exists():
         raise MetaXLMError(f"no vocabulary at {vocab}: run `metaxlm vocab train {args.config}` first")
-    write_run_info(cfg.output_dir, cfg)
-    stage_prepare(cfg, progress=not args.no_progress)
+    with recorded_invocation(cfg.output_dir, cfg, "prepare"):
+        stage_prepare(cfg, progress=not args.no_progress)
 
 
 def cmd_stats(args) -> None:
@@ -70,11 +73,11 @@ def cmd_stats(args) -> None:
 
 def cmd_vocab_train(args) -> None:
     from metaxlm.pipeline import stage_vocab
-    from metaxlm.run.info import write_run_info
+    from metaxlm.run.info import recorded_invocation
 
     cfg = _load(args)
-    write_run_info(cfg.output_dir, cfg)
-    stage_vocab(cfg, progress=not args.no_progress)
+    with recorded_invocation(cfg.output_dir, cfg, "vocab"):
+        stage_vocab(cfg, progress=not args.no_progress)
 
 
 def cmd_vocab_trim(args) -> None:
@@ -119,11 +122,11 @@ def cmd_check(args) -> None:
 def cmd_evaluate(args) -> None:
     from metaxlm.evaluation.recipe import evaluate_run
     from metaxlm.records import RESULTS_FILE
-    from metaxlm.run.info import write_run_info
+    from metaxlm.run.info import recorded_invocation
 
     cfg = _load(args)
-    write_run_info(cfg.output_dir, cfg)
-    evaluate_run(cfg, progress=not args.no_progress)
+    with recorded_invocation(cfg.output_dir, cfg, "evaluate"):
+        evaluate_run(cfg, progress=not args.no_progress)
     print(f"results: {Path(cfg.output_dir) / 'eval'}/*/{RESULTS_FILE} (report: metaxlm report {cfg.output_dir})")
 
 

@@ -19,7 +19,7 @@ from metaxlm.io import atomic_write_json
 from metaxlm.models.named import model_dir
 from metaxlm.run import stamps
 from metaxlm.run.clock import RunClock
-from metaxlm.run.info import finish_run_info, write_run_info
+from metaxlm.run.info import finish_run_info, record_stage_seconds, write_run_info
 from metaxlm.run.layout import RunDir
 from metaxlm.run.processes import is_main, wait_for_main, world_size
 from metaxlm.vocab import load_tokenizer, save_spm_as_hf, train_vocab, trim_vocab
@@ -216,5 +216,6 @@ def run(cfg: RunConfig, progress: bool = True) -> None:
         seconds[name] = time.perf_counter() - start
         print(f"== stage {name} done in {seconds[name]:.1f}s", flush=True)
         clock.done_stage(name, seconds[name])
+        record_stage_seconds(cfg.output_dir, seconds)
     finish_run_info(cfg.output_dir, seconds)
     print(f"run finished: {cfg.output_dir}")

@@ -2,12 +2,16 @@
 
 from __future__ import annotations
 
+import fcntl
 import json
 import os
 import platform
 import subprocess
 import sys
-from datetime import UTC, datetime
+import time
+import uuid
+from contextlib import contextmanager
+from datetime import UTC, datetime, timedelta
 from importlib import metadata
 from pathlib import Path
 
@@ -76,25 +80,104 @@ def git_commit(cwd: Path | None = None) -> dict[str, str | bool | None]:
         return {"commit": None, "dirty": None}
 
 
+def _union_seconds(spans: list[tuple[datetime, datetime]]) -> float:
+    """Seconds covered by the spans together: side-by-side invocations (evaluation split over processes) count once."""
+    total, end = 0.0, None
+    for a, b in sorted(spans):
+        if end is None or a > end:
+            total, end = total + (b - a).total_seconds(), b
+        elif b > end:
+            total, end = total + (b - end).total_seconds(), b
+    return total
+
+
+def _with_totals(info: dict) -> dict:
+    """run_info.json's whole-run fields, from its invocations: a resumed run's time is every invocation's, not the
+    last one's. An interrupted invocation counts with the stages it finished (the stage it was in is lost)."""
+    runs = info.get("invocations", [])
+    spans = []
+    for inv in runs:
+        start = datetime.fromisoformat(inv["started"])
+        seconds = inv.get("wall_seconds", sum(inv.get("stage_seconds", {}).values()))
+        spans.append((start, start + timedelta(seconds=seconds)))
+    info["run_seconds"] = round(_union_seconds(spans), 1)
+    info["run_invocations"] = len(runs)
+    info["run_interrupted_invocations"] = sum(1 for inv in runs if inv.get("finished") is None)
+    return info
+
+
+_INVOCATION_FIELDS = ("started", "argv", "git", "cpu", "finished", "stage_seconds", "wall_seconds")
+_CURRENT: dict[str, str] = {}  # output directory -> this process's invocation id in its run_info.json
+
+
+@contextmanager
+def _locked_run_info(output_dir: Path):
+    """Read-modify-write of run_info.json under a lock on the run directory: processes of one run side by side
+    (an evaluation split over them) each keep their record."""
+    fd = os.open(output_dir, os.O_RDONLY)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX)
+        path = RunDir(output_dir).run_info
+        try:
+            info = json.loads(path.read_text())
+        except (OSError, ValueError):
+            info = {}
+        if "invocations" not in info and "started" in info:  # written before invocations were kept
+            info["invocations"] = [{"id": info["started"], **{k: info[k] for k in _INVOCATION_FIELDS if k in info}}]
+        yield info
+        atomic_write_json(path, _with_totals(info))
+    finally:
+        os.close(fd)  # releases the lock
+
+
 def write_run_info(output_dir: str | Path, config: BaseModel, argv: list[str] | None = None) -> None:
+    """The run's provenance at the start of an invocation. The top-level fields describe this invocation; every
+    invocation of the same output directory (a resumed run, processes side by side) is kept in `invocations`, and
+    `run_seconds` is the wall time they cover together."""
     out = Path(output_dir)
     out.mkdir(parents=True, exist_ok=True)
     dump_config(config, RunDir(out).config)
-    atomic_write_json(RunDir(out).run_info, {
-        "started": datetime.now(UTC).isoformat(timespec="seconds"),
-        "argv": list(sys.argv if argv is None else argv),
-        "versions": package_versions(),
-        "git": git_commit(),
-        "platform": platform.platform(),
-        "cpu": {"model": cpu_model(), "cores": os.cpu_count()},
-    })
+    started = datetime.now(UTC).isoformat(timespec="seconds")
+    this = {"started": started, "argv": list(sys.argv if argv is None else argv), "git": git_commit(),
+            "cpu": {"model": cpu_model(), "cores": os.cpu_count()}}
+    _CURRENT[str(out)] = f"{started}/{os.getpid()}/{uuid.uuid4().hex[:8]}"
+    with _locked_run_info(out) as info:
+        earlier = info.get("invocations", [])
+        info.clear()
+        info.update({**this, "versions": package_versions(), "platform": platform.platform(),
+                     "invocations": [*earlier, {"id": _CURRENT[str(out)], **this, "finished": None}]})
+
+
+def _update_invocation(output_dir: str | Path, stage_seconds: dict[str, float], finished: bool) -> None:
+    out = Path(output_dir)
+    seconds = {name: round(s, 1) for name, s in stage_seconds.items()}
+    now = datetime.now(UTC).isoformat(timespec="seconds")
+    with _locked_run_info(out) as info:
+        for inv in info.get("invocations", []):
+            if inv.get("id") == _CURRENT.get(str(out)):
+                inv["stage_seconds"] = seconds
+                if finished:
+                    inv.update(finished=now, wall_seconds=round(sum(seconds.values()), 1))
+        if finished:
+            info.update(finished=now, stage_seconds=seconds, wall_seconds=round(sum(seconds.values()), 1))
+
+
+def record_stage_seconds(output_dir: str | Path, stage_seconds: dict[str, float]) -> None:
+    """The stages this invocation has finished so far: kept if it is interrupted later."""
+    _update_invocation(output_dir, stage_seconds, finished=False)
 
 
 def finish_run_info(output_dir: str | Path, stage_seconds: dict[str, float]) -> None:
-    """Add the wall time (per stage and in all) of the invocation that just finished to run_info.json."""
-    path = RunDir(Path(output_dir)).run_info
-    info = json.loads(path.read_text()) if path.exists() else {}
-    info["finished"] = datetime.now(UTC).isoformat(timespec="seconds")
-    info["stage_seconds"] = {name: round(s, 1) for name, s in stage_seconds.items()}
-    info["wall_seconds"] = round(sum(stage_seconds.values()), 1)
-    atomic_write_json(path, info)
+    """Add the wall time (per stage and in all) of the invocation that just finished to run_info.json, and the
+    whole run's time over every invocation (`run_seconds`)."""
+    _update_invocation(output_dir, stage_seconds, finished=True)
+
+
+@contextmanager
+def recorded_invocation(output_dir: str | Path, config: BaseModel, stage: str):
+    """One stage run on its own (`metaxlm pretrain`, `metaxlm evaluate`, ...): its provenance at the start and
+    its time at the end, as `metaxlm run` records its stages."""
+    write_run_info(output_dir, config)
+    start = time.perf_counter()
+    yield
+    finish_run_info(output_dir, {stage: time.perf_counter() - start})

@@ -1,0 +1,82 @@
+"""run_info.json keeps every invocation of a run: a resumed run's time is the sum of its parts, not its last one."""
+
+import json
+import multiprocessing
+from datetime import UTC, datetime, timedelta
+
+from metaxlm.config import RunConfig
+from metaxlm.run import info as run_info
+
+
+def _cfg(out):
+    return RunConfig.model_validate({"output_dir": str(out), "data": {"languages": ["en"]}})
+
+
+def _read(out):
+    return json.loads((out / "run_info.json").read_text())
+
+
+def test_an_interrupted_then_resumed_run_records_both_invocations(tmp_path):
+    out = tmp_path / "run"
+    run_info.write_run_info(out, _cfg(out), argv=["metaxlm", "run", "a.yaml"])
+    run_info.record_stage_seconds(out, {"vocab": 2.0, "prepare": 30.0})  # then killed inside pretrain
+    first = _read(out)
+    assert first["run_invocations"] == 1 and first["run_interrupted_invocations"] == 1
+    assert first["run_seconds"] == 32.0 and "wall_seconds" not in first
+    # it began an hour ago (the test runs in one second)
+    first["invocations"][0]["started"] = (datetime.now(UTC) - timedelta(hours=1)).isoformat(timespec="seconds")
+    (out / "run_info.json").write_text(json.dumps(first))
+
+    run_info.write_run_info(out, _cfg(out), argv=["metaxlm", "run", "a.yaml"])  # the resume
+    run_info.finish_run_info(out, {"vocab": 0.0, "prepare": 0.0, "pretrain": 100.0})
+    info = _read(out)
+    done, resumed = info["invocations"]
+    assert done["finished"] is None and done["stage_seconds"] == {"vocab": 2.0, "prepare": 30.0}
+    assert resumed["finished"] and resumed["wall_seconds"] == 100.0
+    # the top level is the last invocation; the run's own fields cover both
+    assert info["wall_seconds"] == 100.0 and info["stage_seconds"]["pretrain"] == 100.0
+    assert info["run_invocations"] == 2 and info["run_interrupted_invocations"] == 1
+    assert info["run_seconds"] == 132.0  # the second started after the first's recorded 32 s
+
+
+def test_side_by_side_invocations_count_their_overlap_once():
+    t0 = datetime(2026, 1, 1, tzinfo=UTC)
+    s = timedelta(seconds=1)
+    spans = [(t0, t0 + 100 * s), (t0 + 50 * s, t0 + 120 * s), (t0 + 10 * s, t0 + 20 * s), (t0 + 200 * s, t0 + 210 * s)]
+    assert run_info._union_seconds(spans) == 130.0
+    assert run_info._union_seconds([]) == 0.0
+    assert run_info._union_seconds([(t0, t0)]) == 0.0
+
+
+def _one_process(out, argv, seconds):
+    run_info.write_run_info(out, _cfg(out), argv=argv)
+    run_info.finish_run_info(out, {"evaluate": seconds})
+
+
+def test_processes_side_by_side_each_keep_their_record(tmp_path):
+    out = tmp_path / "run"
+    out.mkdir()
+    ctx = multiprocessing.get_context("fork")
+    procs = [ctx.Process(target=_one_process, args=(out, ["metaxlm", "run", f"evaluate.variants=[v{i}]"], 10.0 + i))
+             for i in range(4)]
+    for p in procs:
+        p.start()
+    for p in procs:
+        p.join()
+        assert p.exitcode == 0
+    invocations = _read(out)["invocations"]
+    assert sorted(inv["argv"][-1] for inv in invocations) == [f"evaluate.variants=[v{i}]" for i in range(4)]
+    assert all(inv["finished"] for inv in invocations)
+
+
+def test_a_run_info_written_before_invocations_were_kept_becomes_the_first(tmp_path):
+    out = tmp_path / "run"
+    out.mkdir()
+    (out / "run_info.json").write_text(json.dumps({
+        "started": "2026-11-20T10:00:00+00:00", "argv": ["metaxlm", "run", "old.yaml"], "finished": "x",
+        "stage_seconds": {"evaluate": 60.0}, "wall_seconds": 60.0, "versions": {}}))
+    run_info.write_run_info(out, _cfg(out), argv=["metaxlm", "run", "old.yaml"])
+    run_info.finish_run_info(out, {"report": 1.0})
+    old, new = _read(out)["invocations"]
+    assert old["argv"][-1] == "old.yaml" and old["wall_seconds"] == 60.0 and new["wall_seconds"] == 1.0
+    assert _read(out)["run_seconds"] >= 61.0
