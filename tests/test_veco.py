@@ -539,6 +539,10 @@ def test_a_veco_run_writes_the_nlu_export_and_the_veco_model(parallel_template, 
     veco = AutoModelForMaskedLM.from_pretrained(out / "final" / "veco")
     assert type(veco) is VecoForMaskedLM
     assert (out / "final" / "tokenizer_config.json").exists() and (out / "final" / "veco" / "tokenizer_config.json").exists()
+    # and the sentencepiece model beside each: a translation fine-tuning trims the vocabulary of final/ from it
+    from metaxlm.vocab.load import SPM_FILE
+
+    assert (out / "final" / SPM_FILE).exists() and (out / "final" / "veco" / SPM_FILE).exists()
     ids = torch.tensor([[veco.config.pad_token_id + 1, 7, 9, 12]])
     torch.testing.assert_close(nlu.eval()(ids).logits, veco.eval()(ids).logits)
     # a run's final/ is a valid source of assemble_seq2seq (it finds final/veco/)

@@ -86,3 +86,18 @@ def test_tiny_corpus_takes_the_size_it_supports(tmp_path):
     stats = train_vocab({"en": CorpusSpec(path=str(p))}, VocabConfig(size=500, sample_sentences=10), tmp_path / "v",
                         alpha=0.7, progress=False)
     assert stats["vocab_size"] < 500 and stats["requested_size"] == 500
+
+
+def test_a_saved_tokenizer_keeps_its_sentencepiece_model(tokenizer_dir, tmp_path):
+    """save_pretrained of a fast tokenizer drops the sentencepiece model; every metaxlm export keeps it (trimming and
+    vocabulary matching read it), and saving into the directory it came from is a no-op."""
+    from metaxlm.vocab.load import save_tokenizer
+
+    tok = load_tokenizer(tokenizer_dir)
+    tok.save_pretrained(tmp_path / "plain")
+    assert not (tmp_path / "plain" / SPM_FILE).exists()  # why save_tokenizer exists
+    save_tokenizer(tok, tmp_path / "kept")
+    assert (tmp_path / "kept" / SPM_FILE).read_bytes() == (tokenizer_dir / SPM_FILE).read_bytes()
+    again = load_tokenizer(tmp_path / "kept")
+    save_tokenizer(again, tmp_path / "kept")
+    assert load_tokenizer(tmp_path / "kept")("Hallo Welt")["input_ids"] == tok("Hallo Welt")["input_ids"]

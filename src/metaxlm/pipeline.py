@@ -23,7 +23,7 @@ from metaxlm.run.info import finish_run_info, record_stage_seconds, write_run_in
 from metaxlm.run.layout import RunDir
 from metaxlm.run.processes import is_main, wait_for_main, world_size
 from metaxlm.vocab import load_tokenizer, save_spm_as_hf, train_vocab, trim_vocab
-from metaxlm.vocab.load import SPM_FILE
+from metaxlm.vocab.load import save_tokenizer
 
 
 def _vocab_fingerprint(cfg: RunConfig) -> str:
@@ -74,11 +74,8 @@ def _make_vocab(cfg: RunConfig, out: Path, progress: bool) -> dict:
         if src.is_file():
             save_spm_as_hf(src, out)
         else:
-            tok = load_tokenizer(src)
             out.mkdir(parents=True, exist_ok=True)
-            tok.save_pretrained(str(out))
-            if (src / SPM_FILE).exists():
-                shutil.copyfile(src / SPM_FILE, out / SPM_FILE)
+            save_tokenizer(load_tokenizer(src), out)
         info = {"vocab_size": len(load_tokenizer(out)), "loaded_from": str(src)}
     if cfg.vocab.trim:
         from metaxlm.data.corpus import iter_texts

@@ -36,6 +36,7 @@ from metaxlm.finetune.spec import TaskSpec
 from metaxlm.finetune.tasks import Task, get_task
 from metaxlm.finetune.trainer import finetune, predict, set_seed
 from metaxlm.io import atomic_dir, atomic_write_json, atomic_write_text, json_safe
+from metaxlm.vocab.load import save_tokenizer
 
 SCENARIOS = ("zero_shot", "supervised", "translate_train", "transfer_matrix")
 
@@ -458,7 +459,7 @@ def save_finetuned(model, tokenizer, out_dir: Path, hp=None) -> Path:
         return save_seq2seq(model, tokenizer, out_dir)
     with atomic_dir(out_dir) as tmp:
         model.save_pretrained(str(tmp))
-        tokenizer.save_pretrained(str(tmp))
+        save_tokenizer(tokenizer, tmp)
     return out_dir
 
 

@@ -50,6 +50,7 @@ from metaxlm.io import atomic_dir
 from metaxlm.models.arch import arch_of
 from metaxlm.models.archs.veco import bert_config_of, encoder_state, is_veco, load_veco, veco_from_encoder
 from metaxlm.models.loading import load_model_config, load_pretrained, quiet_transformers
+from metaxlm.vocab.load import save_tokenizer
 
 Init = Literal["veco", "encoder", "random"]
 DEFAULT_DECODER_LAYERS = 6
@@ -183,5 +184,5 @@ def save_seq2seq(seq2seq, tokenizer, out_dir: str | Path) -> Path:
     with atomic_dir(out) as tmp:
         seq2seq.save_pretrained(str(tmp), state_dict=state)
         if tokenizer is not None:
-            tokenizer.save_pretrained(str(tmp))
+            save_tokenizer(tokenizer, tmp)
     return out

@@ -28,6 +28,15 @@ def save_spm_as_hf(spm_model: str | Path, out_dir: str | Path, model_max_length:
     return tok
 
 
+def save_tokenizer(tokenizer, out_dir: str | Path) -> None:
+    """`tokenizer.save_pretrained(out_dir)`, plus the sentencepiece model of the directory it was loaded from:
+    a fast tokenizer does not write it, and vocabulary matching and trimming read it from every export."""
+    tokenizer.save_pretrained(str(out_dir))
+    source = Path(getattr(tokenizer, "name_or_path", "") or "") / SPM_FILE
+    if source.is_file() and source.resolve() != (Path(out_dir) / SPM_FILE).resolve():
+        shutil.copyfile(source, Path(out_dir) / SPM_FILE)
+
+
 def load_tokenizer(path: str | Path):
     """Load an HF tokenizer directory, or a sentencepiece `.model` file (wrapped XLM-R style, in memory)."""
     from transformers import AutoTokenizer, XLMRobertaTokenizer

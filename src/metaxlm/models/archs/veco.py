@@ -346,7 +346,9 @@ def export_encoder(veco_model, tokenizer, out_dir: str | Path, state_dict: dict 
     bert = to_bert_mlm(veco_model, state_dict)
     bert.save_pretrained(str(out))
     if tokenizer is not None:
-        tokenizer.save_pretrained(str(out))
+        from metaxlm.vocab.load import save_tokenizer
+
+        save_tokenizer(tokenizer, out)
     return out
 
 
@@ -449,4 +451,6 @@ class Veco(ModelArch):
         export_encoder(model, tokenizer, out, state_dict=state_dict)
         model.save_pretrained(str(out / VECO_SUBDIR), state_dict=state_dict)
         if tokenizer is not None:
-            tokenizer.save_pretrained(str(out / VECO_SUBDIR))
+            from metaxlm.vocab.load import save_tokenizer
+
+            save_tokenizer(tokenizer, out / VECO_SUBDIR)
