@@ -5,7 +5,7 @@ from __future__ import annotations
 import argparse
 import os
 import sys
-import time
+from contextlib import nullcontext
 from pathlib import Path
 
 from metaxlm import __version__
@@ -35,20 +35,20 @@ def cmd_run(args) -> None:
 
 def cmd_pretrain(args) -> None:
     from metaxlm.pretrain.recipe import check_pretraining_config, export_for_evaluation, run_pretrain
-    from metaxlm.run.info import finish_run_info, write_run_info
+    from metaxlm.run.info import recorded_invocation
     from metaxlm.run.layout import RunDir
 
     cfg = _load(args)
     check_pretraining_config(cfg)
     variant = args.variant or next(iter(cfg.variants))
-    root, start = RunDir.of(cfg).variant(variant).root, time.perf_counter()
-    if is_main():  # one writer when launched with torchrun / accelerate
-        write_run_info(root, cfg)
-    result = run_pretrain(cfg, variant, resume=args.resume, resume_from=args.resume_from,
-                          progress=not args.no_progress)
+    # one writer of run_info.json when launched with torchrun / accelerate
+    recorded = recorded_invocation(RunDir.of(cfg).variant(variant).root, cfg, "pretrain") if is_main() else nullcontext()
+    with recorded:
+        result = run_pretrain(cfg, variant, resume=args.resume, resume_from=args.resume_from,
+                              progress=not args.no_progress)
+        if is_main():
+            export_for_evaluation(cfg, variant, progress=not args.no_progress)  # what `metaxlm evaluate` reads
     if is_main():
-        export_for_evaluation(cfg, variant, progress=not args.no_progress)  # what `metaxlm evaluate` reads
-        finish_run_info(root, {"pretrain": time.perf_counter() - start})
         print(f"pretrained {variant}: {result.final_dir} (loads with AutoModelForMaskedLM.from_pretrained)")
 
 

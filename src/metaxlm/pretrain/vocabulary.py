@@ -19,7 +19,6 @@ curve against pretraining steps, final/ included, reads text the same way).
 from __future__ import annotations
 
 import copy
-import shutil
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -64,15 +63,10 @@ class FullVocabulary:
         """What the engine calls to write final/ (the signature of `ModelArch.export`): `model` with the start's full
         vocabulary and the start's full tokenizer (`tokenizer`, the trimmed training one, is not written)."""
         from metaxlm.vocab import load_tokenizer
-        from metaxlm.vocab.load import SPM_FILE
 
         whole = self.expanded(model, state_dict)
+        # the export keeps the start tokenizer's sentencepiece model beside each tokenizer (vocab.load.save_tokenizer)
         arch_of(whole).export(whole, load_tokenizer(self.tokenizer_dir), out_dir)
-        # save_pretrained leaves out the sentencepiece model, which matching and trimming read: beside every tokenizer
-        # the export wrote (VECO: final/ and final/veco/)
-        if (self.tokenizer_dir / SPM_FILE).exists():
-            for saved in Path(out_dir).rglob("tokenizer_config.json"):
-                shutil.copyfile(self.tokenizer_dir / SPM_FILE, saved.parent / SPM_FILE)
 
     def checkpoint_dir(self, checkpoint: str | Path) -> Path:
         """A training checkpoint (compact) exported as final/ would be, written once into its `full_vocabulary/`
