@@ -296,3 +296,26 @@ def test_a_model_keeps_only_the_rows_of_a_trimmed_vocabulary(tokenizer_dir):
     old_ids = torch.tensor([[keep[i] for i in new_ids[0].tolist()]])
     with torch.no_grad():
         torch.testing.assert_close(new(input_ids=new_ids).logits, old(input_ids=old_ids).logits[..., keep])
+
+
+def test_the_final_held_out_loss_is_computed_once(run_template, tmp_path, monkeypatch):
+    """The evaluation after the last step already scored the final model: the summary reuses its held-out losses
+    (no second pass); resumed at the last step, where nothing evaluated the model in this process, it computes them."""
+    from metaxlm.pretrain import engine
+
+    calls = []
+    original = engine.heldout_mlm_loss
+    monkeypatch.setattr(engine, "heldout_mlm_loss", lambda *a, **k: calls.append(1) or original(*a, **k))
+    cfg = load_config(make_config(run_template, tmp_path, steps=4, eval_every=2, save_every=2))
+    result = run_pretrain(cfg, "xlm", progress=False)
+    assert len(calls) == 3  # steps 0, 2 and 4
+    last = [r for r in metrics(result.out_dir) if "heldout_loss/mean" in r][-1]
+    summary = json.loads((result.out_dir / "summary.json").read_text())
+    assert last["step"] == 4 and summary["heldout_loss"] == result.heldout
+    assert summary["heldout_loss"] == {k.removeprefix("heldout_loss/"): v for k, v in last.items()
+                                       if k.startswith("heldout_loss/") and k != "heldout_loss/mean"}
+    assert set(summary["heldout_loss"]) == set(cfg.data.languages)
+    calls.clear()
+    shutil.rmtree(result.out_dir / "final")
+    again = run_pretrain(cfg, "xlm", progress=False, resume=True)  # resumed at step 4: no step left to run
+    assert len(calls) == 1 and again.heldout == pytest.approx(summary["heldout_loss"], rel=1e-6)

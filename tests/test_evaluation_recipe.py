@@ -131,6 +131,26 @@ def test_alignment_dev_fraction_per_set(tiny_run):
         load_config(tiny_run, ["evaluate.alignment.toy.dev_fraction=1.0"])
 
 
+def test_alignment_max_pairs_scores_the_first_pairs(tiny_run, tmp_path):
+    """`max_pairs: 5` scores exactly what a set of the file's first 5 pairs scores (dev and test split among them),
+    and the stored part is recomputed when it changes."""
+    probes_only = ["evaluate.checkpoints=false", "evaluate.tasks={}", "evaluate.retrieval={}"]
+    cfg = load_config(tiny_run, [*probes_only, "evaluate.alignment.toy.max_pairs=5"])
+    spec = cfg.evaluate.alignment["toy"]
+    head = {}
+    for side in ("src", "tgt", "gold"):
+        head[side] = tmp_path / Path(getattr(spec, side)).name
+        head[side].write_text("".join(Path(getattr(spec, side)).read_text().splitlines(keepends=True)[:5]))
+    [limited] = recipe.evaluate_run(cfg, progress=False)
+    limited = limited["alignment"]["toy"]
+    assert limited["pairs"] == 5 and limited["split"] == {"dev_fraction": 0.3, "dev_pairs": 2, "test_pairs": 3}
+    first_five = load_config(tiny_run, [*probes_only,
+                                        *(f"evaluate.alignment.toy.{side}={path}" for side, path in head.items())])
+    [whole] = recipe.evaluate_run(first_five, progress=False)
+    assert whole["alignment"]["toy"]["test"] == limited["test"] and whole["alignment"]["toy"]["dev"] == limited["dev"]
+    [all_pairs] = recipe.evaluate_run(load_config(tiny_run, probes_only), progress=False)
+    assert all_pairs["alignment"]["toy"]["pairs"] == 12
+
 def test_checkpoints_of_the_named_variants_only(tiny_run, tokenizer_dir):
     run_dir = load_config(tiny_run).output_dir
     save_tiny_mlm(tokenizer_dir, Path(run_dir) / "pretrain" / "other" / "final", seed=3)

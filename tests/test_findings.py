@@ -285,6 +285,16 @@ def test_the_report_opens_with_what_the_run_can_and_cannot_show(tmp_path):
     text = " ".join(str(b.items) for b in section.blocks if hasattr(b, "items"))
     assert "xnli: xlm at the task's chance level" in text and "fine-tuning collapsed" in text and "xlm (de)" in text
     assert limits_section(_results([m for m in _models() if m["step"] == 100])) == []  # nothing limited: no section
+    probes = [m for m in _models() if m["step"] == 100]
+    for i, m in enumerate(probes):  # XLM (the first) above the others at the last layer, every one best at layer 0
+        values = [0.30, 0.25, 0.20, 0.21] if i == 0 else [0.25, 0.05, 0.03, 0.02]
+        m.setdefault("retrieval", {})["tatoeba"] = {"layers": LAYERS, "average": values,
+                                                    "per_language": {"de": {"pairs": 50, "mean": values}}}
+    (section,) = limits_section(_results(probes))
+    text = " ".join(str(b.items) for b in section.blocks if hasattr(b, "items"))
+    assert "retrieval tatoeba: every model retrieves best from its embeddings (layer 0)" in text
+    probes[1]["retrieval"]["tatoeba"]["average"] = [0.25, 0.35, 0.03, 0.02]  # one model's layer 1 beats its tokens
+    assert limits_section(_results(probes)) == []
     run = tmp_path / "run"
     for data in models:
         path = run / "eval" / data["model_name"] / "results.json"

@@ -277,6 +277,7 @@ class AlignmentEvalSpec(Strict):
     # the share of the set's first pairs held out as dev, where the reported layer is chosen; AER is reported on the
     # rest (data.examples.dev_test_split). 0: no dev part, everything is test and the layer is the fixed default.
     dev_fraction: float = Field(DEV_FRACTION, ge=0.0, lt=1.0)
+    max_pairs: int | None = Field(None, ge=1)  # the set's first pairs only (dev and test split among them)
     method: Literal["ot", "argmax", "itermax"] = "ot"
     # the OT aligner (method ot): metaxlm's evaluation defaults (metaxlm/config/alignment_defaults.py: cosine kernel, μ 0.2,
     # one filtering iteration, chosen on dev) or XLM-Align's settings under the paper's names (kernel: paper,

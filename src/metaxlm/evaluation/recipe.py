@@ -246,6 +246,8 @@ def evaluate_alignment(model, tokenizer, spec: AlignmentEvalSpec, ecfg: EvalConf
 
     aset = load_alignment(spec.src, spec.tgt, spec.gold, fmt=spec.format, src_base=spec.word_base,
                           sid_base=spec.sid_base)
+    if spec.max_pairs:
+        aset = aset.subset(range(min(spec.max_pairs, len(aset))))
     settings = spec.aligner_settings() if spec.method == "ot" else {}
     result = alignment_dev_test(model, tokenizer, aset, dev_fraction=spec.dev_fraction, method=spec.method,
                                 layers=ecfg.layers, batch_size=ecfg.batch_size, precision=ecfg.precision,

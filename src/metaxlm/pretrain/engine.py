@@ -332,7 +332,7 @@ def pretrain(*, model, tokenizer, train_data: dict, heldout_data: dict, cfg: Tra
         evaluate(run, 0)
     bar = tqdm(total=cfg.steps, initial=run.start, desc=f"pretrain {run.layout.root.name}", unit="step",
                disable=not (progress and run.acc.is_main_process), dynamic_ncols=True)
-    last = {}
+    last, final_losses = {}, None
     with bar:
         for step in range(run.start + 1, cfg.steps + 1):
             last = train_step(run, step)
@@ -341,12 +341,14 @@ def pretrain(*, model, tokenizer, train_data: dict, heldout_data: dict, cfg: Tra
             if step % cfg.log_every == 0 or step == cfg.steps:
                 run.log(last)
             if step % cfg.eval_every == 0 or step == cfg.steps:
-                evaluate(run, step)
+                losses = evaluate(run, step)
+                if step == cfg.steps:  # the final model's: the summary reuses them instead of a second pass
+                    final_losses = losses
             if step % cfg.save_every == 0 or step == cfg.steps:
                 save(run, step)
     if not last and run.start and run.acc.is_main_process:  # resumed at the last step: its logged line is the last
         last = last_logged(run.layout.metrics, run.start)
-    return finish(run, last, export)
+    return finish(run, last, export, final_heldout=final_losses)
 
 
 # -- set-up ----------------------------------------------------------------------------------------------------------
@@ -567,12 +569,14 @@ def save(run: Training, step: int) -> None:
     run.acc.wait_for_everyone()
 
 
-def finish(run: Training, last: dict, export: Callable[..., None] | None) -> PretrainResult:
-    """`final/` (the model, its objectives' trained heads), the final held-out loss and the run's summary."""
-    losses = {}
+def finish(run: Training, last: dict, export: Callable[..., None] | None, *,
+           final_heldout: dict[str, float] | None = None) -> PretrainResult:
+    """`final/` (the model, its objectives' trained heads), the final held-out loss and the run's summary.
+    `final_heldout`: the final model's, when this process evaluated it after the last step (else computed here)."""
+    losses = final_heldout or {}
     weights, heads = whole_state(run)
     # the main process alone, or every process when sharded (the layers gather collectively)
-    if run.eval_rows and (run.sharded or run.acc.is_main_process):
+    if final_heldout is None and run.eval_rows and (run.sharded or run.acc.is_main_process):
         with gathered(run.module):
             losses = heldout(run)
     if run.acc.is_main_process:

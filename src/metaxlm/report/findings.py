@@ -505,11 +505,24 @@ def limits_section(final: list[ModelResult]) -> list[Section]:
                for m, e in entries.items()):
             bullets.append(f"retrieval {name}: every model at a random ranking's accuracy@1 at every layer: the "
                            f"encoders do not yet map translations together; their order says nothing.")
+        elif entries and all(_best_layer(e) == 0 for e in entries.values()):
+            bullets.append(f"retrieval {name}: every model retrieves best from its embeddings (layer 0): no layer "
+                           f"maps translations together better than the tokens they share (numbers, names, "
+                           f"markup), so the scores measure that overlap, not cross-lingual learning, and a model "
+                           f"whose layers have barely trained keeps more of it at its last layer.")
     if not bullets:
         return []
     return [Section("What this run can and cannot show", [
         Text("Checked on these results (the same checks the verdicts use); differences inside the seed spread are "
              "noise, and a score at chance ranks nothing:"), Bullets(bullets)])]
+
+
+def _best_layer(entry: dict) -> int | None:
+    """The layer of highest mean accuracy@1 of a retrieval entry (ties: the shallower); None without scores."""
+    scores = [number(v) for v in entry.get("average", [])]
+    if not scores or any(math.isnan(v) for v in scores):
+        return None
+    return entry["layers"][max(range(len(scores)), key=lambda i: (scores[i], -i))]
 
 
 def _mean_chance(task: dict) -> float:
