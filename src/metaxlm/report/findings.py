@@ -50,7 +50,7 @@ from pathlib import Path
 
 from metaxlm.errors import DataError
 from metaxlm.io import atomic_write_json, json_safe
-from metaxlm.report.cells import DASH, cell, n_seeds, ordered, percent_scale  # scores shown as in task tables
+from metaxlm.report.cells import DASH, best_index, cell, n_seeds, ordered, percent_scale
 from metaxlm.report.document import Bullets, Section, Table, Text
 from metaxlm.report.results import AlignmentResult, ModelResult, number, report_config
 from metaxlm.run.layout import RunDir
@@ -518,11 +518,9 @@ def limits_section(final: list[ModelResult]) -> list[Section]:
 
 
 def _best_layer(entry: dict) -> int | None:
-    """The layer of highest mean accuracy@1 of a retrieval entry (ties: the shallower); None without scores."""
-    scores = [number(v) for v in entry.get("average", [])]
-    if not scores or any(math.isnan(v) for v in scores):
-        return None
-    return entry["layers"][max(range(len(scores)), key=lambda i: (scores[i], -i))]
+    """The layer a retrieval entry scores best at, as the comparison table's "best (layer N)" picks it."""
+    index = best_index([number(v) for v in entry.get("average", [])])
+    return None if index is None else entry["layers"][index]
 
 
 def _mean_chance(task: dict) -> float:
