@@ -151,6 +151,7 @@ def test_alignment_max_pairs_scores_the_first_pairs(tiny_run, tmp_path):
     [all_pairs] = recipe.evaluate_run(load_config(tiny_run, probes_only), progress=False)
     assert all_pairs["alignment"]["toy"]["pairs"] == 12
 
+
 def test_checkpoints_of_the_named_variants_only(tiny_run, tokenizer_dir):
     run_dir = load_config(tiny_run).output_dir
     save_tiny_mlm(tokenizer_dir, Path(run_dir) / "pretrain" / "other" / "final", seed=3)

@@ -48,8 +48,7 @@ def cmd_pretrain(args) -> None:
                               progress=not args.no_progress)
         if is_main():
             export_for_evaluation(cfg, variant, progress=not args.no_progress)  # what `metaxlm evaluate` reads
-    if is_main():
-        print(f"pretrained {variant}: {result.final_dir} (loads with AutoModelForMaskedLM.from_pretrained)")
+            print(f"pretrained {variant}: {result.final_dir} (loads with AutoModelForMaskedLM.from_pretrained)")
 
 
 def cmd_prepare(args) -> None:

@@ -15,6 +15,7 @@ from torch import nn
 
 from metaxlm.errors import ConfigError
 from metaxlm.registry import Registry
+from metaxlm.vocab.load import save_tokenizer
 
 
 class ModelArch:
@@ -140,8 +141,6 @@ class ModelArch:
     def export(self, model: nn.Module, tokenizer, out_dir: str | Path, state_dict: dict | None = None) -> None:
         """Write an HF checkpoint directory (safetensors + config.json + tokenizer) that loads with
         `AutoModelForMaskedLM.from_pretrained`. `state_dict`: gathered full weights of a sharded model."""
-        from metaxlm.vocab.load import save_tokenizer
-
         model.save_pretrained(str(out_dir), state_dict=state_dict)
         if tokenizer is not None:
             save_tokenizer(tokenizer, out_dir)

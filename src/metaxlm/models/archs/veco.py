@@ -59,6 +59,7 @@ from metaxlm.io import atomic_dir
 from metaxlm.models.arch import ARCHS, ModelArch
 from metaxlm.models.archs.bert import bert_config
 from metaxlm.models.loading import load_model_config, load_pretrained, quiet_transformers
+from metaxlm.vocab.load import save_tokenizer
 
 
 # -- the HF config --------------------------------------------------------------------------------------------------
@@ -346,8 +347,6 @@ def export_encoder(veco_model, tokenizer, out_dir: str | Path, state_dict: dict 
     bert = to_bert_mlm(veco_model, state_dict)
     bert.save_pretrained(str(out))
     if tokenizer is not None:
-        from metaxlm.vocab.load import save_tokenizer
-
         save_tokenizer(tokenizer, out)
     return out
 
@@ -451,6 +450,4 @@ class Veco(ModelArch):
         export_encoder(model, tokenizer, out, state_dict=state_dict)
         model.save_pretrained(str(out / VECO_SUBDIR), state_dict=state_dict)
         if tokenizer is not None:
-            from metaxlm.vocab.load import save_tokenizer
-
             save_tokenizer(tokenizer, out / VECO_SUBDIR)
