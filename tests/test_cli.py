@@ -20,6 +20,24 @@ def test_every_subcommand_has_help(cmd, capsys):
     assert "usage: metaxlm" in capsys.readouterr().out
 
 
+def test_help_and_argument_errors_load_no_ml_library():
+    """`metaxlm --help`, every subcommand's help and a usage error answer without importing torch or transformers
+    (which take seconds): commands import what they need when they run."""
+    code = ("import sys\n"
+            "from metaxlm.cli import build_parser\n"
+            "parser = build_parser()\n"
+            "for argv in (['--help'], ['model', '--help'], ['veco', 'export', '--help'], ['run'], ['nonsense']):\n"
+            "    try:\n"
+            "        parser.parse_args(argv)\n"
+            "    except SystemExit:\n"
+            "        pass\n"
+            "print(sorted(m for m in ('torch', 'transformers', 'datasets') if m in sys.modules))\n")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
+    assert out.returncode == 0, out.stderr
+    assert "usage: metaxlm" in out.stdout
+    assert out.stdout.strip().endswith("[]")
+
+
 def test_console_script_is_installed():
     out = subprocess.run([sys.executable, "-m", "metaxlm.cli", "--version"], capture_output=True, text=True)
     assert out.returncode == 0 and out.stdout.startswith("metaxlm ")

@@ -22,7 +22,7 @@ RANK = {**dict.fromkeys(FOUNDATIONS, 0),
         "pretrain": 5, "finetune": 5, "features": 5,
         "evaluation": 6,
         "report": 7,
-        "pipeline": 8,
+        "pipeline": 8, "cli_models": 8.5,  # cli.py adds cli_models' `model` and `veco` commands
         "cli": 9, "launch": 9, "check_gpu": 9, "__main__": 10, "__init__": 0}
 # downward imports that would still make the flow run backwards
 FORBIDDEN = {("evaluation", "pretrain"): "evaluation only reads what pretraining exported (exports.json, start_model/)"}

@@ -6,9 +6,9 @@ import numpy as np
 import pytest
 import torch
 
+from metaxlm.cli_models import register
 from metaxlm.errors import DataError, MetaXLMError
 from metaxlm.models import ModelConfig, build_mlm
-from metaxlm.models.cli import register
 
 TINY = ModelConfig(layers=2, hidden=32, heads=4, ffn=64, max_positions=64)
 PAIR = ("The cat sleeps on the chair.", "Die Katze schläft auf dem Stuhl.")

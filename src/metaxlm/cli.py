@@ -365,7 +365,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--skip-bad", action="store_true", help="skip (and count) bad lines instead of stopping")
     p.set_defaults(func=cmd_check)
 
-    from metaxlm.models.cli import register as register_models
+    from metaxlm.cli_models import register as register_models
 
     register_models(sub)
 
