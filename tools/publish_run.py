@@ -1,0 +1,68 @@
+"""Publish a finished run's small results under docs/results/<name>/: what a reader checks, never weights.
+
+    python -m tools.publish_run runs/compare docs/results/compare
+
+Copies, renamed where the run's own name says less out of context:
+- `config.yaml` (the resolved config), `run_info.json` (every invocation's time, versions, CPU), `timings.json`;
+- `report/report.md` → `report.md`, `report/findings.json` when there is one, and `report/figures/*.png` → `figures/`
+  (report.md links its figures as `figures/<name>.png`);
+- `comparison.json` / `comparison.md` (the pretraining comparison) → `pretraining.json` / `pretraining.md`;
+- `eval/<model>/results.json` → `results.<model>.json`.
+The destination is replaced as a whole (written beside it, then swapped), so a stale file of an earlier run never
+stays behind. The report is required: publish after `metaxlm report` (or the run's report stage) has written it.
+"""
+
+from __future__ import annotations
+
+import argparse
+import shutil
+import sys
+from pathlib import Path
+
+from metaxlm.errors import MetaXLMError
+from metaxlm.io import atomic_dir
+
+COPIED = {"config.yaml": "config.yaml", "run_info.json": "run_info.json", "timings.json": "timings.json",
+          "report/report.md": "report.md", "report/findings.json": "findings.json",
+          "comparison.json": "pretraining.json", "comparison.md": "pretraining.md"}
+REQUIRED = ("config.yaml", "run_info.json", "report/report.md")
+
+
+def publish(run: Path, dest: Path) -> list[str]:
+    """Copy `run`'s small results into `dest` (replaced); the names written, sorted."""
+    missing = [name for name in REQUIRED if not (run / name).is_file()]
+    if missing:
+        raise MetaXLMError(f"{run}: not a finished, reported run (missing {', '.join(missing)})")
+    results = sorted((run / "eval").glob("*/results.json"))
+    if not results:
+        raise MetaXLMError(f"{run}: no eval/<model>/results.json to publish")
+    with atomic_dir(dest) as tmp:
+        for source, name in COPIED.items():
+            if (run / source).is_file():
+                shutil.copy2(run / source, tmp / name)
+        for path in results:
+            shutil.copy2(path, tmp / f"results.{path.parent.name}.json")
+        figures = sorted((run / "report" / "figures").glob("*.png"))
+        if figures:
+            (tmp / "figures").mkdir()
+            for path in figures:
+                shutil.copy2(path, tmp / "figures" / path.name)
+    return sorted(str(p.relative_to(dest)) for p in dest.rglob("*") if p.is_file())
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m tools.publish_run", description=__doc__.split("\n")[0])
+    parser.add_argument("run", type=Path, help="the run directory (its output_dir)")
+    parser.add_argument("dest", type=Path, help="where to publish, e.g. docs/results/<name> (replaced)")
+    args = parser.parse_args(argv)
+    try:
+        written = publish(args.run, args.dest)
+    except MetaXLMError as err:
+        print(f"publish_run: error: {err}", file=sys.stderr)
+        return 2
+    print(f"published {len(written)} files to {args.dest}: {', '.join(written)}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
