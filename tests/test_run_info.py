@@ -80,3 +80,47 @@ def test_a_run_info_written_before_invocations_were_kept_becomes_the_first(tmp_p
     old, new = _read(out)["invocations"]
     assert old["argv"][-1] == "old.yaml" and old["wall_seconds"] == 60.0 and new["wall_seconds"] == 1.0
     assert _read(out)["run_seconds"] >= 61.0
+
+
+def test_an_interrupted_invocation_counts_the_stage_it_was_in(tmp_path):
+    out = tmp_path / "run"
+    run_info.write_run_info(out, _cfg(out), argv=["metaxlm", "run", "a.yaml"])
+    run_info.record_stage_seconds(out, {"vocab": 2.0}, unfinished=("pretrain", 3600.0))  # after a variant, killed
+    info = _read(out)
+    assert info["invocations"][0]["unfinished_stage"]["stage"] == "pretrain"
+    assert info["run_seconds"] == 3602.0 and info["run_interrupted_invocations"] == 1
+    run_info.record_stage_seconds(out, {"vocab": 2.0, "pretrain": 4000.0})  # the stage finished after all
+    assert "unfinished_stage" not in _read(out)["invocations"][0] and _read(out)["run_seconds"] == 4002.0
+
+
+def test_a_run_records_the_time_of_the_stage_it_stops_in(tmp_path, monkeypatch):
+    """`metaxlm run` records its time so far after each pretrained variant (what a SIGKILL leaves) and at the moment
+    an error or Ctrl-C stops it, so a resumed run's `run_seconds` counts the interrupted invocation's work."""
+    import time
+
+    from metaxlm import pipeline
+
+    out = tmp_path / "run"
+    cfg = RunConfig.model_validate({"output_dir": str(out), "data": {"languages": ["en"]},
+                                    "stages": ["vocab", "pretrain"]})
+    seen = {}
+
+    def pretrain(cfg, progress, clock):
+        time.sleep(0.3)
+        clock.done_variant("a", 1, 0.3)  # a variant done: what a kill from here on would leave
+        seen["after_variant"] = _read(out)["invocations"][-1]["unfinished_stage"]
+        time.sleep(0.3)
+        raise KeyboardInterrupt
+
+    monkeypatch.setitem(pipeline.STAGES, "vocab", lambda cfg, progress: None)
+    monkeypatch.setitem(pipeline.STAGES, "pretrain", pretrain)
+    monkeypatch.setattr(pipeline, "_steps_done", lambda cfg, name: 0)
+    try:
+        pipeline.run(cfg, progress=False)
+    except KeyboardInterrupt:
+        pass
+    assert seen["after_variant"]["stage"] == "pretrain" and seen["after_variant"]["seconds"] >= 0.3
+    stopped = _read(out)["invocations"][-1]
+    assert stopped["finished"] is None and set(stopped["stage_seconds"]) == {"vocab"}
+    assert stopped["unfinished_stage"]["stage"] == "pretrain" and stopped["unfinished_stage"]["seconds"] >= 0.6
+    assert _read(out)["run_seconds"] >= 0.6

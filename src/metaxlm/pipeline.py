@@ -7,6 +7,7 @@ Stages: vocab (train or load the shared vocabulary) → prepare (tokenize into A
 
 from __future__ import annotations
 
+import contextlib
 import json
 import shutil
 import time
@@ -191,7 +192,14 @@ def run(cfg: RunConfig, progress: bool = True) -> None:
             stage_pretrain(cfg, progress=False)
         return
     write_run_info(cfg.output_dir, cfg)
-    clock = RunClock(RunDir.of(cfg).timings, cfg.stages)
+    seconds: dict[str, float] = {}
+    current = {"stage": cfg.stages[0], "start": time.perf_counter()}
+
+    def record_so_far() -> None:  # the time of the stage it is in counts too if the run is interrupted later
+        elapsed = time.perf_counter() - current["start"]
+        record_stage_seconds(cfg.output_dir, seconds, unfinished=(current["stage"], elapsed))
+
+    clock = RunClock(RunDir.of(cfg).timings, cfg.stages, on_progress=record_so_far)
     if "pretrain" in cfg.stages:
         clock.plan_pretraining({name: cfg.train_for(name).steps - _steps_done(cfg, name)
                                 for name in cfg.variant_order()})
@@ -199,17 +207,22 @@ def run(cfg: RunConfig, progress: bool = True) -> None:
         from metaxlm.evaluation.recipe import planned_evaluation
 
         clock.plan_evaluation(planned_evaluation(cfg))
-    seconds = {}
     for name in cfg.stages:
         print(f"== stage {name}", flush=True)
         start = time.perf_counter()
+        current.update(stage=name, start=start)
         stage = STAGES[name]
-        if name == "pretrain" and world_size() > 1:
-            wait_for_main("the stages before pretraining")  # the other processes start pretraining with rank 0
-        if name in ("pretrain", "evaluate"):
-            stage(cfg, progress=progress, clock=clock)
-        else:
-            stage(cfg, progress=progress)
+        try:
+            if name == "pretrain" and world_size() > 1:
+                wait_for_main("the stages before pretraining")  # the other processes start pretraining with rank 0
+            if name in ("pretrain", "evaluate"):
+                stage(cfg, progress=progress, clock=clock)
+            else:
+                stage(cfg, progress=progress)
+        except BaseException:  # an error, Ctrl-C, a launcher's SIGTERM: the time up to here is the run's too
+            with contextlib.suppress(Exception):  # (not recorded on a full disk: the error itself matters more)
+                record_so_far()
+            raise
         seconds[name] = time.perf_counter() - start
         print(f"== stage {name} done in {seconds[name]:.1f}s", flush=True)
         clock.done_stage(name, seconds[name])

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import json
 import time
+from collections.abc import Callable
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
@@ -31,10 +32,14 @@ def _hms(seconds: float) -> str:
 class RunClock:
     """Whole-run progress: `plan_*` say what is left, `done_*` record what was measured, `line()` summarizes."""
 
-    def __init__(self, timings_path: Path, stages: list[str], *, printer=print):
+    def __init__(self, timings_path: Path, stages: list[str], *, printer=print,
+                 on_progress: Callable[[], None] | None = None):
+        """`on_progress` is called after each variant pretrained and each model evaluated (the run records its time
+        so far there)."""
         self.path = Path(timings_path)
         self.stages = list(stages)
         self.printer = printer
+        self.on_progress = on_progress
         self.start = time.perf_counter()
         self.timings = self._load()
         self.stages_done: set[str] = set()
@@ -68,6 +73,7 @@ class RunClock:
             self.timings.setdefault("seconds_per_step", {})[name] = round(seconds / steps, 4)
             self._save()
         self.printer(self.line())
+        self._progressed()
 
     def done_model(self, name: str, seconds: float) -> None:
         final = self.eval_left.pop(name, True)
@@ -75,6 +81,11 @@ class RunClock:
             round(seconds, 2)
         self._save()
         self.printer(self.line())
+        self._progressed()
+
+    def _progressed(self) -> None:
+        if self.on_progress is not None:
+            self.on_progress()
 
     # -- the estimate -------------------------------------------------------------------------------------------
     def remaining(self) -> tuple[float, list[str]]:

@@ -93,12 +93,15 @@ def _union_seconds(spans: list[tuple[datetime, datetime]]) -> float:
 
 def _with_totals(info: dict) -> dict:
     """run_info.json's whole-run fields, from its invocations: a resumed run's time is every invocation's, not the
-    last one's. An interrupted invocation counts with the stages it finished (the stage it was in is lost)."""
+    last one's. An interrupted invocation counts with the stages it finished plus the part of the stage it was in up
+    to its last record (`unfinished_stage`): the moment it stopped when it could say so (an error, Ctrl-C, SIGTERM),
+    else its last finished variant or model (SIGKILL, a lost machine)."""
     runs = info.get("invocations", [])
     spans = []
     for inv in runs:
         start = datetime.fromisoformat(inv["started"])
-        seconds = inv.get("wall_seconds", sum(inv.get("stage_seconds", {}).values()))
+        seconds = inv.get("wall_seconds", sum(inv.get("stage_seconds", {}).values())
+                          + inv.get("unfinished_stage", {}).get("seconds", 0.0))
         spans.append((start, start + timedelta(seconds=seconds)))
     info["run_seconds"] = round(_union_seconds(spans), 1)
     info["run_invocations"] = len(runs)
@@ -106,7 +109,8 @@ def _with_totals(info: dict) -> dict:
     return info
 
 
-_INVOCATION_FIELDS = ("started", "argv", "git", "cpu", "finished", "stage_seconds", "wall_seconds")
+_INVOCATION_FIELDS = ("started", "argv", "git", "cpu", "finished", "stage_seconds", "unfinished_stage",
+                      "wall_seconds")
 _CURRENT: dict[str, str] = {}  # output directory -> this process's invocation id in its run_info.json
 
 
@@ -148,7 +152,8 @@ def write_run_info(output_dir: str | Path, config: BaseModel, argv: list[str] | 
                      "invocations": [*earlier, {"id": _CURRENT[str(out)], **this, "finished": None}]})
 
 
-def _update_invocation(output_dir: str | Path, stage_seconds: dict[str, float], finished: bool) -> None:
+def _update_invocation(output_dir: str | Path, stage_seconds: dict[str, float], finished: bool,
+                       unfinished: tuple[str, float] | None = None) -> None:
     out = Path(output_dir)
     seconds = {name: round(s, 1) for name, s in stage_seconds.items()}
     now = datetime.now(UTC).isoformat(timespec="seconds")
@@ -156,15 +161,21 @@ def _update_invocation(output_dir: str | Path, stage_seconds: dict[str, float], 
         for inv in info.get("invocations", []):
             if inv.get("id") == _CURRENT.get(str(out)):
                 inv["stage_seconds"] = seconds
+                inv.pop("unfinished_stage", None)
+                if unfinished is not None:
+                    inv["unfinished_stage"] = {"stage": unfinished[0], "seconds": round(unfinished[1], 1),
+                                               "recorded": now}
                 if finished:
                     inv.update(finished=now, wall_seconds=round(sum(seconds.values()), 1))
         if finished:
             info.update(finished=now, stage_seconds=seconds, wall_seconds=round(sum(seconds.values()), 1))
 
 
-def record_stage_seconds(output_dir: str | Path, stage_seconds: dict[str, float]) -> None:
-    """The stages this invocation has finished so far: kept if it is interrupted later."""
-    _update_invocation(output_dir, stage_seconds, finished=False)
+def record_stage_seconds(output_dir: str | Path, stage_seconds: dict[str, float],
+                         unfinished: tuple[str, float] | None = None) -> None:
+    """The stages this invocation has finished so far, and `unfinished`, (stage, seconds spent in it so far), for
+    the one it is in: kept if it is interrupted later, so the run's time counts the work it did."""
+    _update_invocation(output_dir, stage_seconds, finished=False, unfinished=unfinished)
 
 
 def finish_run_info(output_dir: str | Path, stage_seconds: dict[str, float]) -> None:
