@@ -124,3 +124,17 @@ def test_a_run_records_the_time_of_the_stage_it_stops_in(tmp_path, monkeypatch):
     assert stopped["finished"] is None and set(stopped["stage_seconds"]) == {"vocab"}
     assert stopped["unfinished_stage"]["stage"] == "pretrain" and stopped["unfinished_stage"]["seconds"] >= 0.6
     assert _read(out)["run_seconds"] >= 0.6
+
+
+def test_a_single_stage_command_records_its_time_when_stopped(tmp_path):
+    out = tmp_path / "run"
+    try:
+        with run_info.recorded_invocation(out, _cfg(out), "evaluate"):
+            raise KeyboardInterrupt
+    except KeyboardInterrupt:
+        pass
+    stopped = _read(out)["invocations"][-1]
+    assert stopped["finished"] is None and stopped["unfinished_stage"]["stage"] == "evaluate"
+    with run_info.recorded_invocation(out, _cfg(out), "evaluate"):
+        pass
+    assert _read(out)["run_invocations"] == 2 and _read(out)["invocations"][-1]["finished"]

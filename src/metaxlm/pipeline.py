@@ -7,10 +7,10 @@ Stages: vocab (train or load the shared vocabulary) → prepare (tokenize into A
 
 from __future__ import annotations
 
-import contextlib
 import json
 import shutil
 import time
+from contextlib import suppress
 from pathlib import Path
 
 from metaxlm.config import RunConfig
@@ -220,7 +220,7 @@ def run(cfg: RunConfig, progress: bool = True) -> None:
             else:
                 stage(cfg, progress=progress)
         except BaseException:  # an error, Ctrl-C, a launcher's SIGTERM: the time up to here is the run's too
-            with contextlib.suppress(Exception):  # (not recorded on a full disk: the error itself matters more)
+            with suppress(Exception):  # a full disk: the error itself matters more than the record
                 record_so_far()
             raise
         seconds[name] = time.perf_counter() - start

@@ -10,7 +10,7 @@ import subprocess
 import sys
 import time
 import uuid
-from contextlib import contextmanager
+from contextlib import contextmanager, suppress
 from datetime import UTC, datetime, timedelta
 from importlib import metadata
 from pathlib import Path
@@ -187,8 +187,13 @@ def finish_run_info(output_dir: str | Path, stage_seconds: dict[str, float]) -> 
 @contextmanager
 def recorded_invocation(output_dir: str | Path, config: BaseModel, stage: str):
     """One stage run on its own (`metaxlm pretrain`, `metaxlm evaluate`, ...): its provenance at the start and
-    its time at the end, as `metaxlm run` records its stages."""
+    its time at the end, as `metaxlm run` records its stages (and, when it is stopped, its time so far)."""
     write_run_info(output_dir, config)
     start = time.perf_counter()
-    yield
+    try:
+        yield
+    except BaseException:
+        with suppress(Exception):  # a full disk: the error itself matters more than the record
+            record_stage_seconds(output_dir, {}, unfinished=(stage, time.perf_counter() - start))
+        raise
     finish_run_info(output_dir, {stage: time.perf_counter() - start})
