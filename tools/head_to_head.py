@@ -58,7 +58,7 @@ def run_models(run: Path) -> list[ModelResult]:
 def _shown(score: Score, column: str) -> str:
     if score.missing:
         return DASH
-    return f"{score.mean:.1f}" if "AER" in column else score.text.split(" (layer")[0]
+    return f"{score.mean:.1f}" if "AER" in column else score.text  # AER without its "(layer N)"
 
 
 def _chance(model: ModelResult, task: str | None, models: list[ModelResult]) -> bool:

@@ -193,7 +193,7 @@ def run(cfg: RunConfig, progress: bool = True) -> None:
         return
     write_run_info(cfg.output_dir, cfg)
     seconds: dict[str, float] = {}
-    current = {"stage": cfg.stages[0], "start": time.perf_counter()}
+    current = {"stage": "", "start": time.perf_counter()}  # the stage the loop below is in
 
     def record_so_far() -> None:  # the time of the stage it is in counts too if the run is interrupted later
         elapsed = time.perf_counter() - current["start"]
