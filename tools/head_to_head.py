@@ -18,7 +18,7 @@ import sys
 from pathlib import Path
 
 from metaxlm.errors import MetaXLMError
-from metaxlm.report.cells import percent_scale
+from metaxlm.report.cells import DASH, percent_scale
 from metaxlm.report.comparison import Score, beyond_noise, headline_scores
 from metaxlm.report.findings import Measurement, at_chance, target_chance
 from metaxlm.report.results import (
@@ -35,7 +35,6 @@ COLUMNS = (("SIB-200", "sib200: target avg", "sib200"), ("UD POS", "udpos: targe
            ("Tatoeba", "tatoeba: acc@1 last", None), ("AER", "de-en: test AER", None))
 LABELS = {"mlm_only": "MLM only", "mlm_tlm": "MLM + TLM", "xlm_align": "XLM-Align", "ppa": "PPA",
           "veco": "VECO (encoder)", "xlm_align_ppa": "XLM-Align → PPA", "start": "the start itself"}
-DASH = "–"
 
 
 def run_models(run: Path) -> list[ModelResult]:
@@ -61,12 +60,11 @@ def _shown(score: Score, column: str) -> str:
     return f"{score.mean:.1f}" if "AER" in column else score.text  # AER without its "(layer N)"
 
 
-def _chance(model: ModelResult, task: str | None, models: list[ModelResult]) -> bool:
+def _chance(model: ModelResult, task: str | None, scales: dict[str, float]) -> bool:
     entry = model.data.get("tasks", {}).get(task) if task else None
     if not entry:
         return False
-    scale = percent_scale([m.data["tasks"][task] for m in models if task in m.data.get("tasks", {})])
-    return at_chance(Measurement.of(entry.get("target_average")), target_chance(entry), scale)
+    return at_chance(Measurement.of(entry.get("target_average")), target_chance(entry), scales[task])
 
 
 def run_cells(run: Path) -> tuple[str, dict[str, list[str]]]:
@@ -77,6 +75,8 @@ def run_cells(run: Path) -> tuple[str, dict[str, list[str]]]:
     if control not in by_variant:
         raise MetaXLMError(f"{run}: report.control {control!r} is none of its models ({', '.join(by_variant)})")
     _, scores = headline_scores(models)
+    scales = {task: percent_scale([m.data["tasks"][task] for m in models if task in m.data.get("tasks", {})])
+              for _, _, task in COLUMNS if task}  # one unit per task column, as the report's
     cells = {}
     for m in models:
         row = []
@@ -86,7 +86,7 @@ def run_cells(run: Path) -> tuple[str, dict[str, list[str]]]:
                 row.append(DASH)
                 continue
             text = _shown(score, column)
-            if _chance(m, task, models):
+            if _chance(m, task, scales):
                 text = f"*{text}*"
             if beyond_noise(score, scores[by_variant[control].name][column]):
                 text = f"**{text}**"

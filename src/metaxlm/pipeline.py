@@ -10,7 +10,6 @@ from __future__ import annotations
 import json
 import shutil
 import time
-from contextlib import suppress
 from pathlib import Path
 
 from metaxlm.config import RunConfig
@@ -20,7 +19,7 @@ from metaxlm.io import atomic_write_json
 from metaxlm.models.named import model_dir
 from metaxlm.run import stamps
 from metaxlm.run.clock import RunClock
-from metaxlm.run.info import finish_run_info, record_stage_seconds, write_run_info
+from metaxlm.run.info import finish_run_info, record_stage_seconds, stage_time_kept_if_stopped, write_run_info
 from metaxlm.run.layout import RunDir
 from metaxlm.run.processes import is_main, wait_for_main, world_size
 from metaxlm.vocab import load_tokenizer, save_spm_as_hf, train_vocab, trim_vocab
@@ -195,7 +194,7 @@ def run(cfg: RunConfig, progress: bool = True) -> None:
     seconds: dict[str, float] = {}
     current = {"stage": "", "start": time.perf_counter()}  # the stage the loop below is in
 
-    def record_so_far() -> None:  # the time of the stage it is in counts too if the run is interrupted later
+    def record_so_far() -> None:  # after a variant or model: what a later kill leaves of the stage it is in
         elapsed = time.perf_counter() - current["start"]
         record_stage_seconds(cfg.output_dir, seconds, unfinished=(current["stage"], elapsed))
 
@@ -212,17 +211,13 @@ def run(cfg: RunConfig, progress: bool = True) -> None:
         start = time.perf_counter()
         current.update(stage=name, start=start)
         stage = STAGES[name]
-        try:
+        with stage_time_kept_if_stopped(cfg.output_dir, seconds, name):
             if name == "pretrain" and world_size() > 1:
                 wait_for_main("the stages before pretraining")  # the other processes start pretraining with rank 0
             if name in ("pretrain", "evaluate"):
                 stage(cfg, progress=progress, clock=clock)
             else:
                 stage(cfg, progress=progress)
-        except BaseException:  # an error, Ctrl-C, a launcher's SIGTERM: the time up to here is the run's too
-            with suppress(Exception):  # a full disk: the error itself matters more than the record
-                record_so_far()
-            raise
         seconds[name] = time.perf_counter() - start
         print(f"== stage {name} done in {seconds[name]:.1f}s", flush=True)
         clock.done_stage(name, seconds[name])
