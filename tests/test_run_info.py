@@ -138,3 +138,69 @@ def test_a_single_stage_command_records_its_time_when_stopped(tmp_path):
     with run_info.recorded_invocation(out, _cfg(out), "evaluate"):
         pass
     assert _read(out)["run_invocations"] == 2 and _read(out)["invocations"][-1]["finished"]
+
+
+def _run_until_killed(cfg):
+    import time
+
+    from metaxlm import pipeline
+
+    def pretrain(cfg, progress, clock):
+        time.sleep(600)  # inside a variant, never reaching its end
+
+    pipeline.STAGES.update(vocab=lambda cfg, progress: None, pretrain=pretrain)
+    pipeline._steps_done = lambda cfg, name: 0
+    run_info.RECORD_EVERY_SECONDS = 0.1
+    pipeline.run(cfg, progress=False)
+
+
+def test_a_killed_run_keeps_its_time_up_to_its_last_periodic_record(tmp_path):
+    """SIGKILL (a session's end, a lost machine) gives no chance to write: the run records its time so far every
+    RECORD_EVERY_SECONDS while a stage runs, so the killed invocation still counts what it did up to then."""
+    import os
+    import signal
+    import time
+
+    out = tmp_path / "run"
+    cfg = RunConfig.model_validate({"output_dir": str(out), "data": {"languages": ["en"]},
+                                    "stages": ["vocab", "pretrain"]})
+    child = multiprocessing.get_context("fork").Process(target=_run_until_killed, args=(cfg,))
+    began = time.monotonic()
+    child.start()
+    deadline = began + 60
+    while time.monotonic() < deadline:  # until the record shows a second inside pretraining
+        try:
+            unfinished = _read(out)["invocations"][-1].get("unfinished_stage", {})
+        except (OSError, ValueError, KeyError, IndexError):
+            unfinished = {}
+        if unfinished.get("seconds", 0) >= 1.0:
+            break
+        time.sleep(0.05)
+    time.sleep(0.5)
+    os.kill(child.pid, signal.SIGKILL)
+    lived = time.monotonic() - began
+    child.join()
+    assert child.exitcode == -signal.SIGKILL
+    killed = _read(out)
+    record = killed["invocations"][-1]
+    assert record["finished"] is None and record["unfinished_stage"]["stage"] == "pretrain"
+    assert set(record["stage_seconds"]) == {"vocab"}
+    # everything but the last interval (0.1 s; 0.5 s allowed for a loaded machine) is counted, and no more than lived
+    assert lived - 0.5 - 0.5 <= killed["run_seconds"] <= lived + 0.5
+
+
+def test_the_periodic_record_stops_with_its_block_and_survives_a_failing_write():
+    import time
+
+    calls = []
+
+    def record():
+        calls.append(time.monotonic())
+        raise OSError("disk full")
+
+    with run_info.recorded_every(record, seconds=0.05):
+        time.sleep(0.3)
+    n = len(calls)
+    assert n >= 3  # kept calling after the first write failed
+    time.sleep(0.2)
+    assert len(calls) == n  # and stopped with the block

@@ -8,8 +8,10 @@ import os
 import platform
 import subprocess
 import sys
+import threading
 import time
 import uuid
+from collections.abc import Callable
 from contextlib import contextmanager, suppress
 from datetime import UTC, datetime, timedelta
 from importlib import metadata
@@ -20,6 +22,10 @@ from pydantic import BaseModel
 from metaxlm.config import dump_config
 from metaxlm.io import atomic_write_json
 from metaxlm.run.layout import RunDir
+
+# How often a running stage records its time so far: a run killed without warning (SIGKILL, a session's end, a lost
+# machine) leaves a run_info.json short by at most this much. One small JSON write a minute costs nothing.
+RECORD_EVERY_SECONDS = 60.0
 
 PACKAGES = ("metaxlm", "torch", "transformers", "tokenizers", "sentencepiece", "datasets", "pyarrow", "numpy")
 
@@ -95,7 +101,7 @@ def _with_totals(info: dict) -> dict:
     """run_info.json's whole-run fields, from its invocations: a resumed run's time is every invocation's, not the
     last one's. An interrupted invocation counts with the stages it finished plus the part of the stage it was in up
     to its last record (`unfinished_stage`): the moment it stopped when it could say so (an error, Ctrl-C, SIGTERM),
-    else its last finished variant or model (SIGKILL, a lost machine)."""
+    else its last periodic record (SIGKILL, a lost machine: at most RECORD_EVERY_SECONDS before)."""
     runs = info.get("invocations", [])
     spans = []
     for inv in runs:
@@ -198,11 +204,34 @@ def stage_time_kept_if_stopped(output_dir: str | Path, finished: dict[str, float
 
 
 @contextmanager
+def recorded_every(record: Callable[[], None], seconds: float | None = None):
+    """Call `record` every `seconds` (RECORD_EVERY_SECONDS) from a background thread while the block runs: what a
+    kill leaves is the last record, since nothing can be written at the moment of a SIGKILL. The records of
+    processes and threads are serialized by run_info.json's lock."""
+    every = RECORD_EVERY_SECONDS if seconds is None else seconds
+    stop = threading.Event()
+
+    def loop() -> None:
+        while not stop.wait(every):
+            with suppress(Exception):  # a full disk: the run itself matters more than its record
+                record()
+
+    thread = threading.Thread(target=loop, name="run-info-record", daemon=True)
+    thread.start()
+    try:
+        yield
+    finally:
+        stop.set()
+        thread.join()
+
+
+@contextmanager
 def recorded_invocation(output_dir: str | Path, config: BaseModel, stage: str):
     """One stage run on its own (`metaxlm pretrain`, `metaxlm evaluate`, ...): its provenance at the start and
     its time at the end, as `metaxlm run` records its stages (and, when it is stopped, its time so far)."""
     write_run_info(output_dir, config)
     start = time.perf_counter()
-    with stage_time_kept_if_stopped(output_dir, {}, stage):
+    with (stage_time_kept_if_stopped(output_dir, {}, stage),
+          recorded_every(lambda: record_stage_seconds(output_dir, {}, (stage, time.perf_counter() - start)))):
         yield
     finish_run_info(output_dir, {stage: time.perf_counter() - start})
