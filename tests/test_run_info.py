@@ -204,3 +204,44 @@ def test_the_periodic_record_stops_with_its_block_and_survives_a_failing_write()
     assert n >= 3  # kept calling after the first write failed
     time.sleep(0.2)
     assert len(calls) == n  # and stopped with the block
+
+
+def _run_command_until_terminated(config_path):
+    import sys
+    import time
+
+    from metaxlm import cli, pipeline
+
+    def pretrain(cfg, progress, clock):
+        time.sleep(600)
+
+    pipeline.STAGES.update(vocab=lambda cfg, progress: None, pretrain=pretrain)
+    pipeline._steps_done = lambda cfg, name: 0
+    run_info.RECORD_EVERY_SECONDS = 3600.0  # no periodic record: what is there comes from the stop itself
+    sys.exit(cli.main(["run", str(config_path), "--no-progress"]))
+
+
+def test_sigterm_ends_a_run_like_ctrl_c_and_records_the_time_up_to_the_stop(tmp_path):
+    """A scheduler's time limit, `kill` or `docker stop` sends SIGTERM: `metaxlm run` records the stage it was in up
+    to that moment and exits 143 with a message, instead of dying with its last minute unrecorded."""
+    import os
+    import signal
+    import time
+
+    out = tmp_path / "run"
+    config = tmp_path / "run.yaml"
+    config.write_text(f"output_dir: {out}\ndata: {{languages: [en]}}\nstages: [vocab, pretrain]\n")
+    child = multiprocessing.get_context("fork").Process(target=_run_command_until_terminated, args=(config,))
+    began = time.monotonic()
+    child.start()
+    deadline = began + 60
+    while time.monotonic() < deadline and not (out / "run_info.json").exists():
+        time.sleep(0.05)
+    time.sleep(1.5)
+    os.kill(child.pid, signal.SIGTERM)
+    lived = time.monotonic() - began
+    child.join(30)
+    assert child.exitcode == 143
+    record = _read(out)["invocations"][-1]
+    assert record["finished"] is None and record["unfinished_stage"]["stage"] == "pretrain"
+    assert 1.0 <= record["unfinished_stage"]["seconds"] <= lived

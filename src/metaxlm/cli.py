@@ -10,7 +10,15 @@ from pathlib import Path
 
 from metaxlm import __version__
 from metaxlm.errors import ConfigError, MetaXLMError, SkipReport
-from metaxlm.run.processes import RunStopped, is_main, label, quiet_other_ranks, world_size
+from metaxlm.run.processes import (
+    RunStopped,
+    Terminated,
+    is_main,
+    label,
+    quiet_other_ranks,
+    sigterm_raises,
+    world_size,
+)
 
 CHECK_FORMATS = ("text", "documents", "jsonl", "parallel", "muse", "freedict", "conllu")
 
@@ -399,8 +407,9 @@ def main(argv: list[str] | None = None) -> int:
         args.overrides = [*args.overrides, *(v for v in args.languages if "=" in v)]
         args.languages = [v for v in args.languages if "=" not in v] or None
     try:
-        _one_voice(args)
-        args.func(args)
+        with sigterm_raises():
+            _one_voice(args)
+            args.func(args)
     except MetaXLMError as err:
         print(f"metaxlm: error: {label(str(err))}", file=sys.stderr, flush=True)
         if isinstance(err, RunStopped):  # the process group is broken: no slow or hanging teardown
@@ -410,6 +419,9 @@ def main(argv: list[str] | None = None) -> int:
     except KeyboardInterrupt:
         print(f"metaxlm: {label('interrupted')}", file=sys.stderr, flush=True)
         return 130
+    except Terminated:
+        print(f"metaxlm: {label('terminated (SIGTERM)')}", file=sys.stderr, flush=True)
+        return 143  # 128 + SIGTERM, what the shell reports for a process SIGTERM ended
     return 0
 
 

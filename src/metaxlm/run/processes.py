@@ -235,6 +235,28 @@ def rank0_first(make, what: str):
     return result if is_main() else make()
 
 
+@contextmanager
+def sigterm_raises():
+    """While the block runs, SIGTERM (`kill`, a scheduler's time limit or cancel, `docker stop`) raises Terminated
+    in the main thread, so a command ends like Ctrl-C: its run records the time of the stage it was in, and it exits
+    with a message instead of dying where it stands. A second SIGTERM ends the process at once. Multi-process
+    pretraining installs its own handler inside (stop_on_peer_failure) and puts this one back after."""
+
+    def on_sigterm(signum, frame):
+        signal.signal(signal.SIGTERM, signal.SIG_DFL)
+        raise Terminated
+
+    try:
+        previous = signal.signal(signal.SIGTERM, on_sigterm)
+    except ValueError:  # not the main thread (main() called from a thread): signals cannot be caught here
+        previous = None
+    try:
+        yield
+    finally:
+        if previous is not None and signal.getsignal(signal.SIGTERM) is on_sigterm:
+            signal.signal(signal.SIGTERM, previous)
+
+
 def _exit_stopped(signum, frame) -> None:
     for stream in (sys.stdout, sys.stderr):
         try:
