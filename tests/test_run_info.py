@@ -140,17 +140,26 @@ def test_a_single_stage_command_records_its_time_when_stopped(tmp_path):
     assert _read(out)["run_invocations"] == 2 and _read(out)["invocations"][-1]["finished"]
 
 
-def _run_until_killed(cfg):
+def _stages_stuck_in_pretraining(record_every: float, inside=None):
+    """In a forked child: vocab does nothing, pretrain stays inside a variant (touching `inside` once there)."""
     import time
 
     from metaxlm import pipeline
 
     def pretrain(cfg, progress, clock):
-        time.sleep(600)  # inside a variant, never reaching its end
+        if inside is not None:
+            inside.touch()
+        time.sleep(600)
 
     pipeline.STAGES.update(vocab=lambda cfg, progress: None, pretrain=pretrain)
     pipeline._steps_done = lambda cfg, name: 0
-    run_info.RECORD_EVERY_SECONDS = 0.1
+    run_info.RECORD_EVERY_SECONDS = record_every
+
+
+def _run_until_killed(cfg):
+    from metaxlm import pipeline
+
+    _stages_stuck_in_pretraining(record_every=0.1)
     pipeline.run(cfg, progress=False)
 
 
@@ -209,17 +218,11 @@ def test_the_periodic_record_stops_with_its_block_and_survives_a_failing_write()
 
 def _run_command_until_terminated(config_path, inside):
     import sys
-    import time
 
-    from metaxlm import cli, pipeline
+    from metaxlm import cli
 
-    def pretrain(cfg, progress, clock):
-        inside.touch()  # the parent terminates the run from here on
-        time.sleep(600)
-
-    pipeline.STAGES.update(vocab=lambda cfg, progress: None, pretrain=pretrain)
-    pipeline._steps_done = lambda cfg, name: 0
-    run_info.RECORD_EVERY_SECONDS = 3600.0  # no periodic record: what is there comes from the stop itself
+    # no periodic record: what is there comes from the stop itself; the parent terminates the run once inside
+    _stages_stuck_in_pretraining(record_every=3600.0, inside=inside)
     sys.exit(cli.main(["run", str(config_path), "--no-progress"]))
 
 

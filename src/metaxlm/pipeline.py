@@ -19,13 +19,7 @@ from metaxlm.io import atomic_write_json
 from metaxlm.models.named import model_dir
 from metaxlm.run import stamps
 from metaxlm.run.clock import RunClock
-from metaxlm.run.info import (
-    finish_run_info,
-    record_stage_seconds,
-    recorded_every,
-    stage_time_kept_if_stopped,
-    write_run_info,
-)
+from metaxlm.run.info import finish_run_info, record_stage_seconds, stage_time_recorded, write_run_info
 from metaxlm.run.layout import RunDir
 from metaxlm.run.processes import is_main, wait_for_main, world_size
 from metaxlm.vocab import load_tokenizer, save_spm_as_hf, train_vocab, trim_vocab
@@ -198,17 +192,7 @@ def run(cfg: RunConfig, progress: bool = True) -> None:
         return
     write_run_info(cfg.output_dir, cfg)
     seconds: dict[str, float] = {}
-    # the stage the loop below is in and when it began, set in one assignment: the periodic record reads it from
-    # another thread
-    current = {"stage": ("", time.perf_counter())}
-
-    def record_so_far() -> None:  # after a variant or model, and every minute: what a later kill leaves
-        stage, began = current["stage"]
-        finished = dict(seconds)
-        unfinished = None if stage in finished else (stage, time.perf_counter() - began)
-        record_stage_seconds(cfg.output_dir, finished, unfinished=unfinished)
-
-    clock = RunClock(RunDir.of(cfg).timings, cfg.stages, on_progress=record_so_far)
+    clock = RunClock(RunDir.of(cfg).timings, cfg.stages)
     if "pretrain" in cfg.stages:
         clock.plan_pretraining({name: cfg.train_for(name).steps - _steps_done(cfg, name)
                                 for name in cfg.variant_order()})
@@ -216,22 +200,21 @@ def run(cfg: RunConfig, progress: bool = True) -> None:
         from metaxlm.evaluation.recipe import planned_evaluation
 
         clock.plan_evaluation(planned_evaluation(cfg))
-    with recorded_every(record_so_far):
-        for name in cfg.stages:
-            print(f"== stage {name}", flush=True)
-            start = time.perf_counter()
-            current["stage"] = (name, start)
-            stage = STAGES[name]
-            with stage_time_kept_if_stopped(cfg.output_dir, seconds, name):
-                if name == "pretrain" and world_size() > 1:
-                    wait_for_main("the stages before pretraining")  # the other processes start pretraining with rank 0
-                if name in ("pretrain", "evaluate"):
-                    stage(cfg, progress=progress, clock=clock)
-                else:
-                    stage(cfg, progress=progress)
-            seconds[name] = time.perf_counter() - start
-            print(f"== stage {name} done in {seconds[name]:.1f}s", flush=True)
-            clock.done_stage(name, seconds[name])
-            record_stage_seconds(cfg.output_dir, seconds)
+    for name in cfg.stages:
+        print(f"== stage {name}", flush=True)
+        start = time.perf_counter()
+        stage = STAGES[name]
+        with stage_time_recorded(cfg.output_dir, seconds, name) as record_so_far:
+            clock.on_progress = record_so_far  # after each variant pretrained and each model evaluated
+            if name == "pretrain" and world_size() > 1:
+                wait_for_main("the stages before pretraining")  # the other processes start pretraining with rank 0
+            if name in ("pretrain", "evaluate"):
+                stage(cfg, progress=progress, clock=clock)
+            else:
+                stage(cfg, progress=progress)
+        seconds[name] = time.perf_counter() - start
+        print(f"== stage {name} done in {seconds[name]:.1f}s", flush=True)
+        clock.done_stage(name, seconds[name])
+        record_stage_seconds(cfg.output_dir, seconds)
     finish_run_info(cfg.output_dir, seconds)
     print(f"run finished: {cfg.output_dir}")

@@ -191,19 +191,6 @@ def finish_run_info(output_dir: str | Path, stage_seconds: dict[str, float]) -> 
 
 
 @contextmanager
-def stage_time_kept_if_stopped(output_dir: str | Path, finished: dict[str, float], stage: str):
-    """Around one stage: when an error, Ctrl-C or SIGTERM stops it, record the stages `finished` before it and the
-    time spent in it so far (`unfinished_stage`), then let the stop go on."""
-    start = time.perf_counter()
-    try:
-        yield
-    except BaseException:
-        with suppress(Exception):  # a full disk: the error itself matters more than the record
-            record_stage_seconds(output_dir, finished, unfinished=(stage, time.perf_counter() - start))
-        raise
-
-
-@contextmanager
 def recorded_every(record: Callable[[], None], seconds: float | None = None):
     """Call `record` every `seconds` (RECORD_EVERY_SECONDS) from a background thread while the block runs: what a
     kill leaves is the last record, since nothing can be written at the moment of a SIGKILL. The records of
@@ -226,12 +213,30 @@ def recorded_every(record: Callable[[], None], seconds: float | None = None):
 
 
 @contextmanager
+def stage_time_recorded(output_dir: str | Path, finished: dict[str, float], stage: str):
+    """Around one stage: the stages `finished` before it and the time spent in it so far (`unfinished_stage`) are
+    recorded every RECORD_EVERY_SECONDS (what a SIGKILL leaves), whenever the yielded function is called (after a
+    variant or a model), and when an error, Ctrl-C or SIGTERM stops the stage, which then goes on stopping."""
+    start = time.perf_counter()
+
+    def record() -> None:
+        record_stage_seconds(output_dir, finished, unfinished=(stage, time.perf_counter() - start))
+
+    try:
+        with recorded_every(record):
+            yield record
+    except BaseException:
+        with suppress(Exception):  # a full disk: the error itself matters more than the record
+            record()
+        raise
+
+
+@contextmanager
 def recorded_invocation(output_dir: str | Path, config: BaseModel, stage: str):
     """One stage run on its own (`metaxlm pretrain`, `metaxlm evaluate`, ...): its provenance at the start and
     its time at the end, as `metaxlm run` records its stages (and, when it is stopped, its time so far)."""
     write_run_info(output_dir, config)
     start = time.perf_counter()
-    with (stage_time_kept_if_stopped(output_dir, {}, stage),
-          recorded_every(lambda: record_stage_seconds(output_dir, {}, (stage, time.perf_counter() - start)))):
+    with stage_time_recorded(output_dir, {}, stage):
         yield
     finish_run_info(output_dir, {stage: time.perf_counter() - start})

@@ -176,6 +176,11 @@ def stopped_message(cause: str, ckpt_dir: str | Path | None) -> str:
     return f"rank {rank()} stopped: {cause}; last good checkpoint {good}; rerun with --resume"
 
 
+def _raise_terminated(signum, frame) -> None:
+    signal.signal(signal.SIGTERM, signal.SIG_DFL)  # a second SIGTERM ends the process at once
+    raise Terminated
+
+
 @contextmanager
 def stop_on_peer_failure(ckpt_dir: str | Path | None):
     """Around a multi-process run writing checkpoints to `ckpt_dir`: SIGTERM, and a collective's failure or timeout,
@@ -185,13 +190,9 @@ def stop_on_peer_failure(ckpt_dir: str | Path | None):
         yield
         return
 
-    def on_sigterm(signum, frame):
-        signal.signal(signal.SIGTERM, signal.SIG_DFL)  # a second SIGTERM ends the process at once
-        raise Terminated
-
     global _together
     try:
-        previous = signal.signal(signal.SIGTERM, on_sigterm)
+        previous = signal.signal(signal.SIGTERM, _raise_terminated)
     except ValueError:  # not the main thread: signals cannot be caught here
         previous = None
     _together += 1
@@ -242,18 +243,14 @@ def sigterm_raises():
     with a message instead of dying where it stands. A second SIGTERM ends the process at once. Multi-process
     pretraining installs its own handler inside (stop_on_peer_failure) and puts this one back after."""
 
-    def on_sigterm(signum, frame):
-        signal.signal(signal.SIGTERM, signal.SIG_DFL)
-        raise Terminated
-
     try:
-        previous = signal.signal(signal.SIGTERM, on_sigterm)
+        previous = signal.signal(signal.SIGTERM, _raise_terminated)
     except ValueError:  # not the main thread (main() called from a thread): signals cannot be caught here
         previous = None
     try:
         yield
     finally:
-        if previous is not None and signal.getsignal(signal.SIGTERM) is on_sigterm:
+        if previous is not None and signal.getsignal(signal.SIGTERM) is _raise_terminated:
             signal.signal(signal.SIGTERM, previous)
 
 
