@@ -68,3 +68,33 @@ def test_readme_is_the_front_door():
     lines = (ROOT / "README.md").read_text(encoding="utf-8").splitlines()
     assert len(lines) <= README_MAX_LINES, \
         f"README.md has {len(lines)} lines (at most {README_MAX_LINES}): long material goes into a docs/ page"
+
+
+def _tables(text: str) -> list[str]:
+    """Every markdown table in `text`, each as its lines joined."""
+    tables, current = [], []
+    for line in [*text.splitlines(), ""]:
+        if line.startswith("|"):
+            current.append(line)
+        elif current:
+            tables.append("\n".join(current))
+            current = []
+    return tables
+
+
+def test_comparison_tables_are_the_committed_reports():
+    """docs/comparison.md copies its run sections' tables from the published reports: a rerun that is not copied over
+    (or a number edited by hand) fails here, not in a reader's hands."""
+    sections = (ROOT / "docs/comparison.md").read_text(encoding="utf-8").split("\n## ")
+    runs = {"configs/compare.yaml": "compare", "configs/compare-from-metaxlm.yaml": "compare-from-metaxlm"}
+    checked = 0
+    for section in sections:
+        heading = section.splitlines()[0]
+        run = next((name for config, name in runs.items() if f"({config})" in heading), None)
+        if run is None:
+            continue
+        report = (ROOT / "docs/results" / run / "report.md").read_text(encoding="utf-8")
+        for table in _tables(section):
+            assert table in report, f"a table in docs/comparison.md's '{heading}' is not in docs/results/{run}/report.md"
+            checked += 1
+    assert checked >= 4
