@@ -7,6 +7,7 @@ import os
 import subprocess
 import sys
 import textwrap
+import time
 from pathlib import Path
 
 import pytest
@@ -91,6 +92,43 @@ def test_measured_once_per_process_and_reused_from_the_cache_file(monkeypatch, t
     other_shapes = P.matmul_shapes(64, 256, 4096)  # another model: its own measurement
     P.resolve_precision("auto", "cpu", shapes=other_shapes)
     assert fake.calls == 2 and len(json.loads((tmp_path / "precision.json").read_text())) == 2
+
+
+class CpuTimedMeasure(FakeMeasure):
+    """A measurement that takes the measuring budget's wall time, spinning on the CPU or (starved) waiting."""
+
+    def __init__(self, *, starved: bool):
+        super().__init__(bf16=10.0, fp32=20.0)
+        self.starved = starved
+
+    def __call__(self, shapes):
+        end = time.perf_counter() + P.MEASURE_BUDGET_S
+        if self.starved:
+            time.sleep(P.MEASURE_BUDGET_S)
+        while time.perf_counter() < end:
+            pass
+        return super().__call__(shapes)
+
+
+@pytest.mark.parametrize("starved", [True, False])
+def test_a_measurement_on_a_busy_cpu_is_not_cached(monkeypatch, tmp_path, starved):
+    fake = CpuTimedMeasure(starved=starved)
+    monkeypatch.setattr(P, "measure_matmul_gflops", fake)
+    monkeypatch.setattr(torch, "get_num_threads", lambda: 1)  # one thread: the spin is the whole share
+    choice = P.resolve_precision("auto", "cpu", shapes=SHAPES)
+    assert choice.precision == "fp32" and choice.source == "measured"
+    assert ("not cached" in choice.reason) is starved
+    assert (tmp_path / "precision.json").exists() is not starved
+    assert P.resolve_precision("auto", "cpu", shapes=SHAPES).source == "cached"  # the process keeps it either way
+    monkeypatch.setattr(P, "_process_cache", {})  # a new process measures again only after a starved measurement
+    P.resolve_precision("auto", "cpu", shapes=SHAPES)
+    assert fake.calls == (2 if starved else 1)
+
+
+def test_busy_is_the_share_of_the_threads_cpu_time():
+    assert P.measured_on_busy_cpu(0.05, 1.0, threads=1) and not P.measured_on_busy_cpu(0.9, 1.0, threads=1)
+    assert P.measured_on_busy_cpu(0.9, 1.0, threads=2) and not P.measured_on_busy_cpu(1.8, 1.0, threads=2)
+    assert not P.measured_on_busy_cpu(0.0, P.MEASURE_BUDGET_S / 3, threads=2)  # too short to judge
 
 
 def test_a_damaged_or_disabled_cache_file_means_measuring_again(monkeypatch, tmp_path):

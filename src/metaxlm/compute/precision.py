@@ -14,7 +14,9 @@ bf16 matmuls ran at half the fp32 rate, on an AMD EPYC ~5x faster. So `auto` mea
 The measurement is cached per process (a dict) and across processes in a small JSON file keyed by CPU model,
 its bf16 flags, torch version, thread count and shapes (`$METAXLM_PRECISION_CACHE`, default
 `~/.cache/metaxlm/precision.json`; set it to `off` to measure every time), so later runs on the same machine
-start without measuring. Several processes of one run (DDP) must train in the same precision: when
+start without measuring. A measurement during which the process got less than `BUSY_CPU_SHARE` of its threads' CPU
+time (another job had the cores) decides only for this process and is not written to the file: a starved
+measurement would otherwise decide every later run on the machine. Several processes of one run (DDP) must train in the same precision: when
 torch.distributed is initialized, rank 0 decides (measures or reads the cache) and broadcasts its choice to the
 other ranks (`training_accelerator` initializes the process group first, so the engine gets this for free).
 
@@ -43,6 +45,7 @@ BF16_MIN_SPEEDUP = 1.2  # bf16 matmuls must beat fp32 by this factor for `auto` 
 MEASURE_TOKENS = 1024   # rows of the measured matmuls: enough for full-speed kernels, cheap to run
 MEASURE_BUDGET_S = 0.2  # time spent timing (after one warm-up round); at least MIN_ROUNDS rounds
 MIN_ROUNDS = 2
+BUSY_CPU_SHARE = 0.5    # a measurement that got less of its threads' CPU than this is not cached (a loaded machine)
 Shape = tuple[int, int, int]  # (m, k, n): an (m×k) @ (k×n) matmul
 
 _AUTOCAST_DTYPES = {"bf16": torch.bfloat16, "fp16": torch.float16, "fp32": None}
@@ -174,19 +177,31 @@ def _write_cache(path: Path | None, key: str, rates: dict[str, float], when: str
         pass  # a read-only home only costs a re-measurement next time
 
 
+def measured_on_busy_cpu(cpu_seconds: float, wall_seconds: float, threads: int) -> bool:
+    """Whether a measurement got less than BUSY_CPU_SHARE of the CPU time its threads could have used. One shorter
+    than half the measuring budget (not the real measurement, which times for the whole budget) is not judged."""
+    return wall_seconds >= MEASURE_BUDGET_S / 2 and cpu_seconds < BUSY_CPU_SHARE * wall_seconds * max(1, threads)
+
+
 def cpu_matmul_gflops(shapes: Sequence[Shape], *, measure: Callable[[Sequence[Shape]], dict[str, float]] | None = None,
                       cache_file: Path | None | Literal["default"] = "default") -> tuple[dict[str, float], str, str]:
-    """(GFLOP/s per dtype, when it was measured, "measured" (now) or "cached") for `shapes` on this CPU and
-    thread count, from the process cache, the cache file, or a fresh measurement (then written to
-    both). To measure again, delete the file (or set METAXLM_PRECISION_CACHE=off)."""
+    """(GFLOP/s per dtype, when it was measured, "measured" (now), "busy" (now, on a loaded CPU: kept for this
+    process only) or "cached") for `shapes` on this CPU and thread count, from the process cache, the cache
+    file, or a fresh measurement (then written to both unless busy). To measure again, delete the file (or set
+    METAXLM_PRECISION_CACHE=off)."""
     path = _cache_file() if cache_file == "default" else cache_file
     key = _cache_key(shapes, torch.get_num_threads())
     if key in _process_cache:
         return *_process_cache[key], "cached"
     found = _read_cache(path, key)
     if found is None:
-        rates, when = (measure or measure_matmul_gflops)(shapes), time.strftime("%Y-%m-%d %H:%M:%S")
+        wall, cpu = time.perf_counter(), time.process_time()
+        rates = (measure or measure_matmul_gflops)(shapes)
+        wall, cpu = time.perf_counter() - wall, time.process_time() - cpu
+        when = time.strftime("%Y-%m-%d %H:%M:%S")
         _process_cache[key] = rates, when
+        if measured_on_busy_cpu(cpu, wall, torch.get_num_threads()):
+            return rates, when, "busy"
         _write_cache(path, key, rates, when)
         return rates, when, "measured"
     _process_cache[key] = found
@@ -224,9 +239,10 @@ def _decide(requested: str, device_type: str, shapes: Sequence[Shape] | None, me
     shapes = list(shapes or matmul_shapes(384, 1536))
     rates, when, source = cpu_matmul_gflops(shapes, measure=measure, cache_file=cache_file)
     precision, why = choose_from_rates(rates)
-    where = "measured now" if source == "measured" else f"measured {when}, cached"
+    where = {"measured": "measured now",
+             "busy": "measured now on a busy CPU: not cached"}.get(source, f"measured {when}, cached")
     reason = f"{why} on {cpu_model()}, {torch.get_num_threads()} threads ({where})"
-    return PrecisionChoice(precision, "auto", "cpu", reason, dict(rates), source)
+    return PrecisionChoice(precision, "auto", "cpu", reason, dict(rates), "measured" if source == "busy" else source)
 
 
 def resolve_precision(requested: str = "auto", device: torch.device | str | None = None, *,
