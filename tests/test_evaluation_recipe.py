@@ -181,6 +181,27 @@ def test_finished_parts_are_reused_and_changed_ones_recomputed(tiny_run, monkeyp
     assert calls == [1] and results[0]["retrieval"]["toy"]["per_language"]["de"]["pairs"] == 6
 
 
+def test_the_run_clock_measures_only_a_model_evaluated_in_full(tiny_run, tmp_path):
+    """A resumed run reuses a model's stored evaluation in a second: that is not the model's cost (the ETA of the
+    remaining models, and timings.json, would otherwise say seconds for hours of work)."""
+    from metaxlm.run.clock import RunClock
+
+    cfg = load_config(tiny_run, ["evaluate.checkpoints=false", "evaluate.tasks={}"])
+    clock = RunClock(tmp_path / "timings.json", ["evaluate"], printer=lambda _: None)
+    recipe.evaluate_run(cfg, progress=False, clock=clock)
+    measured = json.loads((tmp_path / "timings.json").read_text())["seconds_per_model"]["final"]
+    assert set(measured) == {"xlm"} and measured["xlm"] > 0
+    for resumed in (False, True):  # every part stored; one part stored, the rest computed
+        if resumed:
+            parts = recipe.eval_dir(cfg) / "xlm" / "parts"
+            for part in sorted(parts.iterdir())[1:]:
+                part.unlink()
+        again = RunClock(tmp_path / "timings.json", ["evaluate"], printer=lambda _: None)
+        recipe.evaluate_run(cfg, progress=False, clock=again)
+        assert json.loads((tmp_path / "timings.json").read_text())["seconds_per_model"]["final"] == measured
+        assert again.eval_left == {}  # counted as done all the same
+
+
 def test_bad_evaluation_configs_are_named(tiny_run, tmp_path):
     with pytest.raises(ConfigError, match="evaluate.tasks.toy"):
         recipe.evaluate_run(load_config(tiny_run, ["evaluate.tasks.toy.metric=bleu"]), progress=False)

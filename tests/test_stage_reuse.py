@@ -67,3 +67,18 @@ def test_an_interrupted_or_missing_stage_is_redone(tmp_path, corpora, capsys):
     assert _stages(cfg, capsys) == (True, False)
     os.unlink(run.stamp("vocab"))  # a stage that never finished has no stamp: redo it (and what depends on it)
     assert _stages(cfg, capsys) == (False, False)
+
+
+def test_a_reused_stage_keeps_its_measured_time_in_the_run_clock(tmp_path, corpora):
+    """The run clock's timings.json keeps the seconds a stage took when it ran, not the instant of its reuse."""
+    import json
+
+    cfg, _ = _config(tmp_path, corpora)
+    cfg = cfg.model_copy(update={"stages": ["vocab", "prepare"]})
+    pipeline.run(cfg, progress=False)
+    timings = RunDir.of(cfg).timings
+    first = json.loads(timings.read_text())["stages"]
+    assert first["vocab"] > 0 and first["prepare"] > 0
+    assert isinstance(pipeline.stage_vocab(cfg, progress=False), pipeline.Reused)
+    pipeline.run(cfg, progress=False)
+    assert json.loads(timings.read_text())["stages"] == first

@@ -46,13 +46,18 @@ def _prepare_fingerprint(cfg: RunConfig) -> str:
                               files=stamps.input_files(mono) + stamps.input_files(parallel), vocab=vocab)
 
 
+class Reused(dict):
+    """A stage's info when the stage reused its stored output instead of making it (the run clock does not count
+    its seconds as the stage's cost)."""
+
+
 def _reused_or_made(cfg: RunConfig, name: str, output: Path, digest: str, make) -> dict:
     """Run a stage unless its output was made from exactly these inputs (see metaxlm.run.stamps)."""
     stamp = RunDir.of(cfg).stamp(name)
     info = stamps.reusable(stamp, output, digest)
     if info is not None:
         print(f"{name}: reused {output} (made from the same config and input files; delete it to redo)")
-        return info
+        return Reused(info)
     stamps.clear(stamp)
     info = make()
     stamps.record(stamp, digest, info)
@@ -209,12 +214,12 @@ def run(cfg: RunConfig, progress: bool = True) -> None:
             if name == "pretrain" and world_size() > 1:
                 wait_for_main("the stages before pretraining")  # the other processes start pretraining with rank 0
             if name in ("pretrain", "evaluate"):
-                stage(cfg, progress=progress, clock=clock)
+                made = stage(cfg, progress=progress, clock=clock)
             else:
-                stage(cfg, progress=progress)
+                made = stage(cfg, progress=progress)
         seconds[name] = time.perf_counter() - start
         print(f"== stage {name} done in {seconds[name]:.1f}s", flush=True)
-        clock.done_stage(name, seconds[name])
+        clock.done_stage(name, seconds[name], measured=not isinstance(made, Reused))
         record_stage_seconds(cfg.output_dir, seconds)
     finish_run_info(cfg.output_dir, seconds)
     print(f"run finished: {cfg.output_dir}")

@@ -405,7 +405,9 @@ def evaluate_run(cfg: RunConfig, *, progress: bool = True, clock: RunClock | Non
     results = []
     for target in targets:
         start = time.perf_counter()
+        # anything stored before (parts, finished fine-tuning runs) is reused: then the time is not the model's cost
+        resumed = any((eval_dir(cfg) / target.name).glob("**/*"))
         results.append(evaluate_model(cfg, target, progress=progress))
         if clock is not None:
-            clock.done_model(target.name, time.perf_counter() - start)
+            clock.done_model(target.name, time.perf_counter() - start, measured=not resumed)
     return results

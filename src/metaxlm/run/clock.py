@@ -4,8 +4,11 @@ The run is a plan of work units: the small stages (vocab, prepare, stats, report
 pretraining steps, and each model to evaluate. Costs come from measurements: seconds per pretraining step of each
 variant (a variant not yet measured is costed at the mean rate of those that are), seconds per evaluated model
 (final models and intermediate checkpoints, which run fewer tasks, apart). Measurements are kept in
-`<run>/timings.json`, so a resumed run (or a rerun with another setting) starts with the last run's rates. Until
-something of a kind has been measured, the ETA says so and is a lower bound.
+`<run>/timings.json`, so a resumed run (or a rerun with another setting) starts with the last run's rates. Only
+work done in full by this process is a measurement: a stage whose output was reused, a variant already trained and
+a model whose evaluation was (partly) stored before count as done but keep the earlier measurement (a resumed run
+would otherwise cost every remaining model at the seconds a reuse took). Until something of a kind has been
+measured, the ETA says so and is a lower bound.
 
 After every stage, variant and evaluated model the run prints one line such as
 
@@ -59,9 +62,10 @@ class RunClock:
         self.eval_total = len(models)
 
     # -- measurements -------------------------------------------------------------------------------------------
-    def done_stage(self, name: str, seconds: float) -> None:
+    def done_stage(self, name: str, seconds: float, *, measured: bool = True) -> None:
+        """`measured`: False when the stage reused its stored output (its seconds are no cost)."""
         self.stages_done.add(name)
-        if name in SMALL_STAGES:
+        if name in SMALL_STAGES and measured:
             self.timings.setdefault("stages", {})[name] = round(seconds, 2)
             self._save()
         self.printer(self.line())
@@ -75,11 +79,13 @@ class RunClock:
         self.printer(self.line())
         self._progressed()
 
-    def done_model(self, name: str, seconds: float) -> None:
+    def done_model(self, name: str, seconds: float, *, measured: bool = True) -> None:
+        """`measured`: False when the model's evaluation reused stored parts (its seconds are not its cost)."""
         final = self.eval_left.pop(name, True)
-        self.timings.setdefault("seconds_per_model", {}).setdefault("final" if final else "checkpoint", {})[name] = \
-            round(seconds, 2)
-        self._save()
+        if measured:
+            self.timings.setdefault("seconds_per_model", {}).setdefault("final" if final else "checkpoint", {})[
+                name] = round(seconds, 2)
+            self._save()
         self.printer(self.line())
         self._progressed()
 
