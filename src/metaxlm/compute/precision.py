@@ -16,9 +16,9 @@ its bf16 flags, torch version, thread count and shapes (`$METAXLM_PRECISION_CACH
 `~/.cache/metaxlm/precision.json`; set it to `off` to measure every time), so later runs on the same machine
 start without measuring. A measurement during which the process got less than `BUSY_CPU_SHARE` of its threads' CPU
 time (another job had the cores) decides only for this process and is not written to the file: a starved
-measurement would otherwise decide every later run on the machine. Several processes of one run (DDP) must train in the same precision: when
-torch.distributed is initialized, rank 0 decides (measures or reads the cache) and broadcasts its choice to the
-other ranks (`training_accelerator` initializes the process group first, so the engine gets this for free).
+measurement would otherwise decide every later run on the machine. Several processes of one run (DDP) must train
+in the same precision: when torch.distributed is initialized, rank 0 decides (measures or reads the cache) and
+broadcasts its choice to the other ranks (`training_accelerator` initializes the process group first, so the engine gets this for free).
 
 Every resolution reports why: `PrecisionChoice.reason` names the measured GFLOP/s of each dtype, and the first
 `auto` choice of a process is printed to stderr.
