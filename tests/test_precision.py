@@ -7,7 +7,6 @@ import os
 import subprocess
 import sys
 import textwrap
-import time
 from pathlib import Path
 
 import pytest
@@ -94,27 +93,26 @@ def test_measured_once_per_process_and_reused_from_the_cache_file(monkeypatch, t
     assert fake.calls == 2 and len(json.loads((tmp_path / "precision.json").read_text())) == 2
 
 
-class CpuTimedMeasure(FakeMeasure):
-    """A measurement that takes the measuring budget's wall time, spinning on the CPU or (starved) waiting."""
+class ClockedMeasure(FakeMeasure):
+    """A measurement that takes the measuring budget's wall time and, computing, as much CPU time, or (starved:
+    another job has the cores) a tenth of it; the clocks are the test's own, so a loaded machine cannot fail it."""
 
-    def __init__(self, *, starved: bool):
+    def __init__(self, monkeypatch, *, starved: bool):
         super().__init__(bf16=10.0, fp32=20.0)
-        self.starved = starved
+        self.starved, self.wall, self.cpu = starved, 100.0, 5.0
+        monkeypatch.setattr(P, "_wall_and_cpu_seconds", lambda: (self.wall, self.cpu))
 
     def __call__(self, shapes):
-        end = time.perf_counter() + P.MEASURE_BUDGET_S
-        if self.starved:
-            time.sleep(P.MEASURE_BUDGET_S)
-        while time.perf_counter() < end:
-            pass
+        self.wall += P.MEASURE_BUDGET_S
+        self.cpu += P.MEASURE_BUDGET_S * (0.1 if self.starved else 1.0)
         return super().__call__(shapes)
 
 
 @pytest.mark.parametrize("starved", [True, False])
 def test_a_measurement_on_a_busy_cpu_is_not_cached(monkeypatch, tmp_path, starved):
-    fake = CpuTimedMeasure(starved=starved)
+    fake = ClockedMeasure(monkeypatch, starved=starved)
     monkeypatch.setattr(P, "measure_matmul_gflops", fake)
-    monkeypatch.setattr(torch, "get_num_threads", lambda: 1)  # one thread: the spin is the whole share
+    monkeypatch.setattr(torch, "get_num_threads", lambda: 1)
     choice = P.resolve_precision("auto", "cpu", shapes=SHAPES)
     assert choice.precision == "fp32" and choice.source == "measured"
     assert ("not cached" in choice.reason) is starved

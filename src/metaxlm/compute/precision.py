@@ -177,6 +177,11 @@ def _write_cache(path: Path | None, key: str, rates: dict[str, float], when: str
         pass  # a read-only home only costs a re-measurement next time
 
 
+def _wall_and_cpu_seconds() -> tuple[float, float]:
+    """(wall clock, CPU time of the process's threads), in seconds."""
+    return time.perf_counter(), time.process_time()
+
+
 def measured_on_busy_cpu(cpu_seconds: float, wall_seconds: float, threads: int) -> bool:
     """Whether a measurement got less than BUSY_CPU_SHARE of the CPU time its threads could have used. One shorter
     than half the measuring budget (not the real measurement, which times for the whole budget) is not judged."""
@@ -195,9 +200,9 @@ def cpu_matmul_gflops(shapes: Sequence[Shape], *, measure: Callable[[Sequence[Sh
         return *_process_cache[key], "cached"
     found = _read_cache(path, key)
     if found is None:
-        wall, cpu = time.perf_counter(), time.process_time()
+        wall, cpu = _wall_and_cpu_seconds()
         rates = (measure or measure_matmul_gflops)(shapes)
-        wall, cpu = time.perf_counter() - wall, time.process_time() - cpu
+        wall, cpu = (now - then for now, then in zip(_wall_and_cpu_seconds(), (wall, cpu), strict=True))
         when = time.strftime("%Y-%m-%d %H:%M:%S")
         _process_cache[key] = rates, when
         if measured_on_busy_cpu(cpu, wall, torch.get_num_threads()):
