@@ -187,12 +187,13 @@ def test_the_run_clock_measures_only_a_model_evaluated_in_full(tiny_run, tmp_pat
     from metaxlm.run.clock import RunClock
 
     cfg = load_config(tiny_run, ["evaluate.checkpoints=false", "evaluate.tasks={}"])
+    (recipe.eval_dir(cfg) / "xlm" / "parts").mkdir(parents=True)  # a directory stores nothing: still a measurement
     clock = RunClock(tmp_path / "timings.json", ["evaluate"], printer=lambda _: None)
     recipe.evaluate_run(cfg, progress=False, clock=clock)
     measured = json.loads((tmp_path / "timings.json").read_text())["seconds_per_model"]["final"]
     assert set(measured) == {"xlm"} and measured["xlm"] > 0
-    for resumed in (False, True):  # every part stored; one part stored, the rest computed
-        if resumed:
+    for partly in (False, True):  # resumed with every part stored; with one part stored, the rest computed
+        if partly:
             parts = recipe.eval_dir(cfg) / "xlm" / "parts"
             for part in sorted(parts.iterdir())[1:]:
                 part.unlink()

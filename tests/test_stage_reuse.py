@@ -1,6 +1,7 @@
 """Rerunning a run reuses its vocab and prepare stages while what they were made from is unchanged, and redoes
 them when a config section, an input file or the vocabulary changes (metaxlm.run.stamps)."""
 
+import json
 import os
 import shutil
 
@@ -71,8 +72,6 @@ def test_an_interrupted_or_missing_stage_is_redone(tmp_path, corpora, capsys):
 
 def test_a_reused_stage_keeps_its_measured_time_in_the_run_clock(tmp_path, corpora):
     """The run clock's timings.json keeps the seconds a stage took when it ran, not the instant of its reuse."""
-    import json
-
     cfg, _ = _config(tmp_path, corpora)
     cfg = cfg.model_copy(update={"stages": ["vocab", "prepare"]})
     pipeline.run(cfg, progress=False)

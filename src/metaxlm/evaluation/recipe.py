@@ -406,7 +406,7 @@ def evaluate_run(cfg: RunConfig, *, progress: bool = True, clock: RunClock | Non
     for target in targets:
         start = time.perf_counter()
         # anything stored before (parts, finished fine-tuning runs) is reused: then the time is not the model's cost
-        resumed = any((eval_dir(cfg) / target.name).glob("**/*"))
+        resumed = any(path.is_file() for path in (eval_dir(cfg) / target.name).rglob("*"))
         results.append(evaluate_model(cfg, target, progress=progress))
         if clock is not None:
             clock.done_model(target.name, time.perf_counter() - start, measured=not resumed)
