@@ -12,7 +12,7 @@ import torch
 import yaml
 from test_evaluation_recipe import WORDS, WORDS_DE, save_tiny_mlm
 
-from metaxlm.config import load_config
+from metaxlm.config import RunConfig, load_config
 from metaxlm.errors import ConfigError
 from metaxlm.finetune.scenarios import summarize
 from metaxlm.pipeline import run as run_stages
@@ -136,6 +136,23 @@ def test_comparison_section_of_the_report(run):
     html = written["html"].read_text()
     assert ">Method comparison</h2>" in html and "<td><strong>+6.0</strong></td>" in html
     assert html.count("<td>–</td>") >= 12
+
+
+def test_the_report_states_the_runs_time(run):
+    from metaxlm.run.info import finish_run_info, record_stage_seconds, write_run_info
+
+    assert "Run time" not in write_report([run])["markdown"].read_text()  # no run_info.json: nothing claimed
+    cfg = RunConfig.model_validate({"output_dir": str(run), "data": {"languages": ["en"]}})
+    write_run_info(run, cfg)
+    record_stage_seconds(run, {"vocab": 5.0}, unfinished=("pretrain", 3600.0))  # killed, then resumed
+    write_run_info(run, cfg)
+    finish_run_info(run, {"vocab": 0.0, "pretrain": 1800.0, "evaluate": 600.0})
+    md = write_report([run])["markdown"].read_text()
+    notes = md[md.index("## Notes and provenance"):]
+    assert "Run time (from each run's `run_info.json`" in notes
+    line = next(line for line in notes.splitlines() if line.startswith(f"- `{run}`:"))
+    assert " over 2 invocations (1 stopped before finishing) on " in line
+    assert "by stage: vocab 0:00:05, pretrain 1:30:00, evaluate 0:10:00" in line
 
 
 def test_figures_take_the_callers_colours(run, tmp_path, monkeypatch):

@@ -251,3 +251,32 @@ def test_sigterm_ends_a_run_like_ctrl_c_and_records_the_time_up_to_the_stop(tmp_
     record = _read(out)["invocations"][-1]
     assert record["finished"] is None and record["unfinished_stage"]["stage"] == "pretrain"
     assert 1.0 <= record["unfinished_stage"]["seconds"] <= lived
+
+
+def test_run_time_sums_every_invocation_for_the_report(tmp_path, monkeypatch):
+    out = tmp_path / "run"
+    assert run_info.run_time(out) is None  # no record: nothing to say
+    run_info.write_run_info(out, _cfg(out), argv=["metaxlm", "run", "a.yaml"])
+    run_info.record_stage_seconds(out, {"vocab": 2.0}, unfinished=("pretrain", 3600.0))  # killed inside pretrain
+    first = _read(out)
+    first["invocations"][0]["started"] = (datetime.now(UTC) - timedelta(hours=3)).isoformat(timespec="seconds")
+    first["invocations"][0]["cpu"] = {"model": "Intel Xeon (family 6, model 143)", "cores": 2}
+    first["invocations"][0]["git"] = {"commit": "a" * 40, "dirty": True}
+    (out / "run_info.json").write_text(json.dumps(first))
+
+    run_info.write_run_info(out, _cfg(out), argv=["metaxlm", "run", "a.yaml"])  # the resume, still running
+    run_info.record_stage_seconds(out, {"vocab": 0.0, "pretrain": 400.0}, unfinished=("evaluate", 60.0))
+    took = run_info.run_time(out)
+    assert took.invocations == 2 and took.stopped == 1 and took.running
+    assert took.stage_seconds == {"vocab": 2.0, "pretrain": 4000.0, "evaluate": 60.0}
+    assert took.seconds == 3602.0 + 460.0
+    assert took.cpus[0] == "Intel Xeon (family 6, model 143) (2 cores)" and len(took.cpus) == 2
+    assert took.commits[0] == "aaaaaaa dirty"
+
+    run_info.finish_run_info(out, {"vocab": 0.0, "pretrain": 400.0, "evaluate": 70.0})
+    done = run_info.run_time(out)
+    assert not done.running and done.stopped == 1 and done.stage_seconds["evaluate"] == 70.0
+    monkeypatch.setattr(run_info, "_CURRENT", {})  # read by another process (`metaxlm report`): the same
+    assert run_info.run_time(out) == done
+    (out / "run_info.json").write_text("{not json")
+    assert run_info.run_time(out) is None

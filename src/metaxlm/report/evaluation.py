@@ -482,7 +482,26 @@ def _notes_section(results: list[ModelResult], run_dirs: list[Path]) -> list[Sec
     provenance += [f"`{RunDir(run).comparison_json}`" for run in run_dirs if RunDir(run).comparison_json.exists()
                    and RunDir(run).comparison_md.exists()]
     blocks = ([Text("Notes:"), Bullets(items)] if items else []) + [Text("Results files:"), Bullets(provenance)]
+    times = [line for run in run_dirs if (line := _run_time_line(run))]
+    if times:
+        blocks += [Text("Run time (from each run's `run_info.json`; an interrupted invocation counts up to its last "
+                        "record):"), Bullets(times)]
     return [Section("Notes and provenance", blocks)]
+
+
+def _run_time_line(run: Path) -> str | None:
+    from metaxlm.run.clock import hms
+    from metaxlm.run.info import run_time
+
+    took = run_time(run)
+    if took is None:
+        return None
+    how = [f"{took.stopped} stopped before finishing"] if took.stopped else []
+    how += ["the one writing this report still running"] if took.running else []
+    stages = ", ".join(f"{stage} {hms(seconds)}" for stage, seconds in took.stage_seconds.items())
+    return (f"`{run}`: {hms(took.seconds)} over {took.invocations} invocation{'s' * (took.invocations != 1)}"
+            + (f" ({'; '.join(how)})" if how else "") + f" on {', '.join(took.cpus)}; by stage: {stages}; "
+            + f"code {', '.join(took.commits)}")
 
 
 def write_report(run_dirs: list[Path], out_dir: Path | None = None) -> dict:

@@ -28,7 +28,8 @@ from metaxlm.io import atomic_write_json
 SMALL_STAGES = ("vocab", "prepare", "stats", "report")
 
 
-def _hms(seconds: float) -> str:
+def hms(seconds: float) -> str:
+    """Seconds as H:MM:SS (a negative amount as 0:00:00)."""
     return str(timedelta(seconds=round(max(0.0, seconds))))
 
 
@@ -132,10 +133,10 @@ class RunClock:
         if unknown and left < 1:
             eta = f"ETA whole run not known yet ({' and '.join(unknown)} not measured)"
         elif unknown:
-            eta = f"ETA whole run > {_hms(left)} ({' and '.join(unknown)} not measured yet)"
+            eta = f"ETA whole run > {hms(left)} ({' and '.join(unknown)} not measured yet)"
         else:
-            eta = f"ETA whole run {_hms(left)} ({finish})"
-        return "run: " + " · ".join([*parts, f"elapsed {_hms(elapsed)}", eta])
+            eta = f"ETA whole run {hms(left)} ({finish})"
+        return "run: " + " · ".join([*parts, f"elapsed {hms(elapsed)}", eta])
 
     # -- persistence ----------------------------------------------------------------------------------------------
     def _load(self) -> dict:

@@ -13,6 +13,7 @@ import time
 import uuid
 from collections.abc import Callable
 from contextlib import contextmanager, suppress
+from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from importlib import metadata
 from pathlib import Path
@@ -240,3 +241,45 @@ def recorded_invocation(output_dir: str | Path, config: BaseModel, stage: str):
     with stage_time_recorded(output_dir, {}, stage):
         yield
     finish_run_info(output_dir, {stage: time.perf_counter() - start})
+
+
+@dataclass(frozen=True)
+class RunTime:
+    """A run's time as its run_info.json has it, for a report: every invocation's, a resumed run's included."""
+
+    seconds: float                   # run_seconds: the wall time the invocations cover together
+    invocations: int
+    stopped: int                     # invocations that ended before finishing (killed, stopped, failed)
+    running: bool                    # this process's invocation has not finished (a report written inside the run)
+    stage_seconds: dict[str, float]  # per stage over every invocation, the part of a stage an invocation was in
+    cpus: list[str]                  # "model (N cores)", in order of first use
+    commits: list[str]               # short commits (+ "dirty"), in order of first use
+
+
+def run_time(output_dir: str | Path) -> RunTime | None:
+    """The run's time from its run_info.json (None: no readable record, e.g. a run from before invocations were
+    kept)."""
+    out = Path(output_dir)
+    try:
+        info = json.loads(RunDir(out).run_info.read_text(encoding="utf-8"))
+        runs = info["invocations"]
+        current = _CURRENT.get(str(out))
+        stages: dict[str, float] = {}
+        cpus: list[str] = []
+        commits: list[str] = []
+        for inv in runs:
+            for stage, seconds in inv.get("stage_seconds", {}).items():
+                stages[stage] = stages.get(stage, 0.0) + float(seconds)
+            if unfinished := inv.get("unfinished_stage"):
+                stages[unfinished["stage"]] = stages.get(unfinished["stage"], 0.0) + float(unfinished["seconds"])
+            cpu = f"{inv['cpu']['model']} ({inv['cpu']['cores']} cores)" if inv.get("cpu") else "?"
+            git = inv.get("git") or {}
+            commit = (git.get("commit") or "?")[:7] + (" dirty" if git.get("dirty") else "")
+            cpus += [cpu] if cpu not in cpus else []
+            commits += [commit] if commit not in commits else []
+        unfinished_ids = [inv.get("id") for inv in runs if inv.get("finished") is None]
+        return RunTime(seconds=float(_with_totals(info)["run_seconds"]), invocations=len(runs),
+                       stopped=sum(1 for i in unfinished_ids if i != current), running=current in unfinished_ids,
+                       stage_seconds=stages, cpus=cpus, commits=commits)
+    except (OSError, ValueError, KeyError, TypeError, AttributeError):
+        return None
