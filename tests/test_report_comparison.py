@@ -152,7 +152,7 @@ def test_the_report_states_the_runs_time(run):
     assert "Run time (from each run's `run_info.json`" in notes
     line = next(line for line in notes.splitlines() if line.startswith(f"- `{run}`:"))
     assert " over 2 invocations (1 stopped before finishing) on " in line
-    assert "by stage: vocab 0:00:05, pretrain 1:30:00, evaluate 0:10:00" in line
+    assert "by stage, summed over invocations: vocab 0:00:05, pretrain 1:30:00, evaluate 0:10:00" in line
 
 
 def test_figures_take_the_callers_colours(run, tmp_path, monkeypatch):

@@ -500,7 +500,7 @@ def _run_time_line(run: Path) -> str | None:
     how += ["the one writing this report still running"] if took.running else []
     stages = ", ".join(f"{stage} {hms(seconds)}" for stage, seconds in took.stage_seconds.items())
     return (f"`{run}`: {hms(took.seconds)} over {took.invocations} invocation{'s' * (took.invocations != 1)}"
-            + (f" ({'; '.join(how)})" if how else "") + f" on {', '.join(took.cpus)}; by stage: {stages}; "
+            + (f" ({'; '.join(how)})" if how else "") + f" on {', '.join(took.cpus)}; by stage, summed over invocations: {stages}; "
             + f"code {', '.join(took.commits)}")
 
 
