@@ -265,8 +265,8 @@ def run_time(output_dir: str | Path) -> RunTime | None:
         runs = info["invocations"]
         current = _CURRENT.get(str(out))
         stages: dict[str, float] = {}
-        cpus: list[str] = []
-        commits: list[str] = []
+        cpus: dict[str, None] = {}     # ordered sets: in order of first use
+        commits: dict[str, None] = {}
         for inv in runs:
             for stage, seconds in inv.get("stage_seconds", {}).items():
                 stages[stage] = stages.get(stage, 0.0) + float(seconds)
@@ -275,11 +275,10 @@ def run_time(output_dir: str | Path) -> RunTime | None:
             cpu = f"{inv['cpu']['model']} ({inv['cpu']['cores']} cores)" if inv.get("cpu") else "?"
             git = inv.get("git") or {}
             commit = (git.get("commit") or "?")[:7] + (" dirty" if git.get("dirty") else "")
-            cpus += [cpu] if cpu not in cpus else []
-            commits += [commit] if commit not in commits else []
+            cpus[cpu] = commits[commit] = None
         unfinished_ids = [inv.get("id") for inv in runs if inv.get("finished") is None]
         return RunTime(seconds=float(_with_totals(info)["run_seconds"]), invocations=len(runs),
                        stopped=sum(1 for i in unfinished_ids if i != current), running=current in unfinished_ids,
-                       stage_seconds=stages, cpus=cpus, commits=commits)
+                       stage_seconds=stages, cpus=list(cpus), commits=list(commits))
     except (OSError, ValueError, KeyError, TypeError, AttributeError):
         return None
