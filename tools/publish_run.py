@@ -6,7 +6,8 @@ Copies, renamed where the run's own name says less out of context:
 - `config.yaml` (the resolved config), `run_info.json` (every invocation's time, versions, CPU), `timings.json`;
 - `report/report.md` → `report.md`, `report/findings.json` when there is one, and `report/figures/*.png` → `figures/`
   (report.md links its figures as `figures/<name>.png`);
-- `comparison.json` / `comparison.md` (the pretraining comparison) → `pretraining.json` / `pretraining.md`;
+- `comparison.json` / `comparison.md` (the pretraining comparison) → `pretraining.json` / `pretraining.md`, the
+  links to the figures beside comparison.md pointed into `figures/` (the report's identical copy, else a copy);
 - `eval/<model>/results.json` → `results.<model>.json`.
 The destination is replaced as a whole (written beside it, then swapped), so a stale file of an earlier run never
 stays behind. The report is required: publish after `metaxlm report` (or the run's report stage) has written it.
@@ -15,6 +16,7 @@ stays behind. The report is required: publish after `metaxlm report` (or the run
 from __future__ import annotations
 
 import argparse
+import re
 import shutil
 import sys
 from pathlib import Path
@@ -26,6 +28,7 @@ COPIED = {"config.yaml": "config.yaml", "run_info.json": "run_info.json", "timin
           "report/report.md": "report.md", "report/findings.json": "findings.json",
           "comparison.json": "pretraining.json", "comparison.md": "pretraining.md"}
 REQUIRED = ("config.yaml", "run_info.json", "report/report.md")
+_IMAGE_LINK = re.compile(r"(!\[[^\]]*\]\()([^)\s/]+\.png)(\))")  # a figure beside the markdown file
 
 
 def publish(run: Path, dest: Path) -> list[str]:
@@ -47,7 +50,31 @@ def publish(run: Path, dest: Path) -> list[str]:
             (tmp / "figures").mkdir()
             for path in figures:
                 shutil.copy2(path, tmp / "figures" / path.name)
+        if (tmp / "pretraining.md").is_file():
+            _publish_linked_figures(run, tmp / "pretraining.md", tmp / "figures")
     return sorted(str(p.relative_to(dest)) for p in dest.rglob("*") if p.is_file())
+
+
+def _publish_linked_figures(run: Path, markdown: Path, figures: Path) -> None:
+    """Point `markdown`'s links to run-root figures at `figures/`: the report's identical copy when it has one (the
+    report embeds the pretraining figures too), else a copy under the figure's own name."""
+    def moved(match: re.Match) -> str:
+        name = match.group(2)
+        source = run / name
+        if not source.is_file():
+            raise MetaXLMError(f"{run / 'comparison.md'}: links {name}, which is not in {run}")
+        data = source.read_bytes()
+        same = [p.name for p in sorted(figures.glob("*.png")) if p.read_bytes() == data]
+        if not same:
+            if (figures / name).is_file():
+                raise MetaXLMError(f"{run / 'comparison.md'}: its figure {name} would overwrite the report's "
+                                   f"different figure of the same name")
+            figures.mkdir(exist_ok=True)
+            shutil.copy2(source, figures / name)
+            same = [name]
+        return f"{match.group(1)}figures/{same[0]}{match.group(3)}"
+
+    markdown.write_text(_IMAGE_LINK.sub(moved, markdown.read_text()))
 
 
 def main(argv: list[str] | None = None) -> int:
