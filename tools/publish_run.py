@@ -58,21 +58,24 @@ def publish(run: Path, dest: Path) -> list[str]:
 def _publish_linked_figures(run: Path, markdown: Path, figures: Path) -> None:
     """Point `markdown`'s links to run-root figures at `figures/`: the report's identical copy when it has one (the
     report embeds the pretraining figures too), else a copy under the figure's own name."""
+    source_md = run / "comparison.md"
+    by_content: dict[bytes, str] = {}  # each published figure read once, however many links there are
+    for path in sorted(figures.glob("*.png")):
+        by_content.setdefault(path.read_bytes(), path.name)
+
     def moved(match: re.Match) -> str:
         name = match.group(2)
-        source = run / name
-        if not source.is_file():
-            raise MetaXLMError(f"{run / 'comparison.md'}: links {name}, which is not in {run}")
-        data = source.read_bytes()
-        same = [p.name for p in sorted(figures.glob("*.png")) if p.read_bytes() == data]
-        if not same:
+        if not (run / name).is_file():
+            raise MetaXLMError(f"{source_md}: links {name}, which is not in {run}")
+        data = (run / name).read_bytes()
+        if data not in by_content:
             if (figures / name).is_file():
-                raise MetaXLMError(f"{run / 'comparison.md'}: its figure {name} would overwrite the report's "
-                                   f"different figure of the same name")
+                raise MetaXLMError(f"{source_md}: its figure {name} would overwrite the report's different figure "
+                                   f"of the same name")
             figures.mkdir(exist_ok=True)
-            shutil.copy2(source, figures / name)
-            same = [name]
-        return f"{match.group(1)}figures/{same[0]}{match.group(3)}"
+            shutil.copy2(run / name, figures / name)
+            by_content[data] = name
+        return f"{match.group(1)}figures/{by_content[data]}{match.group(3)}"
 
     markdown.write_text(_IMAGE_LINK.sub(moved, markdown.read_text()))
 
