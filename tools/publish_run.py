@@ -65,15 +65,16 @@ def _publish_linked_figures(run: Path, markdown: Path, figures: Path) -> None:
 
     def moved(match: re.Match) -> str:
         name = match.group(2)
-        if not (run / name).is_file():
+        source = run / name
+        if not source.is_file():
             raise MetaXLMError(f"{source_md}: links {name}, which is not in {run}")
-        data = (run / name).read_bytes()
+        data = source.read_bytes()
         if data not in by_content:
             if (figures / name).is_file():
                 raise MetaXLMError(f"{source_md}: its figure {name} would overwrite the report's different figure "
                                    f"of the same name")
             figures.mkdir(exist_ok=True)
-            shutil.copy2(run / name, figures / name)
+            shutil.copy2(source, figures / name)
             by_content[data] = name
         return f"{match.group(1)}figures/{by_content[data]}{match.group(3)}"
 
