@@ -68,7 +68,7 @@ def run_side(side: str, name: str, args) -> dict:
 
     import torch
 
-    from metaxlm.compute.precision import compute_device
+    from metaxlm.compute.devices import compute_device
     from metaxlm.finetune.inference import resolved_precision
     from metaxlm.finetune.models import load_model
     from metaxlm.finetune.trainer import (

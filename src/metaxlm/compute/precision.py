@@ -31,6 +31,7 @@ import os
 import sys
 import time
 from collections.abc import Callable, Sequence
+from contextlib import nullcontext
 from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Literal
@@ -70,9 +71,9 @@ class PrecisionChoice:
         return _AUTOCAST_DTYPES[self.precision]
 
     def autocast(self, device_type: str | None = None):
-        """A torch.autocast context for this precision (disabled for fp32)."""
+        """A torch.autocast context for this precision (none for fp32: torch.autocast knows no simulated device)."""
         dtype = self.autocast_dtype
-        return torch.autocast(device_type or self.device, dtype=dtype or torch.bfloat16, enabled=dtype is not None)
+        return nullcontext() if dtype is None else torch.autocast(device_type or self.device, dtype=dtype)
 
     @property
     def mixed_precision(self) -> str:
@@ -278,11 +279,6 @@ def resolve_precision(requested: str = "auto", device: torch.device | str | None
         _announced.add(choice.reason)
         print(f"precision auto -> {choice.precision}: {choice.reason}", file=sys.stderr, flush=True)
     return choice
-
-
-def compute_device() -> torch.device:
-    """The device every loop runs on: the GPU when there is one, else the CPU."""
-    return torch.device("cuda" if torch.cuda.is_available() else "cpu")
 
 
 def precision_for(model, requested: str = "auto", *, tokens: int, device: torch.device | str | None = None,

@@ -13,13 +13,14 @@ from __future__ import annotations
 
 import warnings
 from collections.abc import Sequence
-from contextlib import contextmanager
+from contextlib import contextmanager, nullcontext
 from pathlib import Path
 
 import torch
 from torch import nn
 from tqdm import tqdm
 
+from metaxlm.compute.devices import compute_device
 from metaxlm.compute.precision import precision_for
 from metaxlm.config import INFERENCE_BATCH_TOKENS, PROBE_PRECISIONS
 from metaxlm.data.padding import length_sorted_batches, pad_right
@@ -86,8 +87,9 @@ def inference(model, precision: str = "auto"):
     was_training = model.training
     model.eval()
     device_type = next(model.parameters()).device.type
+    autocast = torch.autocast(device_type, dtype=torch.bfloat16) if precision == "bf16" else nullcontext()
     try:
-        with torch.inference_mode(), torch.autocast(device_type, dtype=torch.bfloat16, enabled=precision == "bf16"):
+        with torch.inference_mode(), autocast:
             yield
     finally:
         model.train(was_training)
@@ -182,8 +184,9 @@ def encode_layers(model, tokenizer, texts: Sequence[str], *, layers: Sequence[in
 
 
 def load_encoder(model_dir: str | Path, tokenizer_dir: str | Path | None = None):
-    """(encoder in eval mode, tokenizer) from HF dirs. A pretraining checkpoint's MLM head is dropped on
-    purpose, so transformers' load report about it is silenced; a missing or unloadable dir is a clear error."""
+    """(encoder in eval mode on the device every loop runs on, tokenizer) from HF dirs. A pretraining checkpoint's
+    MLM head is dropped on purpose, so transformers' load report about it is silenced; a missing or unloadable dir
+    is a clear error."""
     from transformers import AutoModel, AutoTokenizer
 
     from metaxlm.errors import MetaXLMError
@@ -199,4 +202,4 @@ def load_encoder(model_dir: str | Path, tokenizer_dir: str | Path | None = None)
     except (OSError, ValueError) as e:
         raise MetaXLMError(f"{model_dir}: cannot load an encoder and its tokenizer: {e}") from None
     check_vocabulary_fits(model, tokenizer, model_dir, tokenizer_dir or model_dir)
-    return model.eval(), tokenizer
+    return model.to(compute_device()).eval(), tokenizer

@@ -15,7 +15,8 @@ import numpy as np
 import torch
 from tqdm import tqdm
 
-from metaxlm.compute.precision import PrecisionChoice, compute_device, precision_for, resume_precision
+from metaxlm.compute.devices import compute_device
+from metaxlm.compute.precision import PrecisionChoice, precision_for, resume_precision
 from metaxlm.data.padding import IGNORE, length_sorted_batches
 from metaxlm.finetune.hyperparameters import Hyperparameters
 

@@ -26,7 +26,8 @@ from pathlib import Path
 
 import torch
 
-from metaxlm.compute.precision import compute_device, cpu_model
+from metaxlm.compute.devices import compute_device
+from metaxlm.compute.precision import cpu_model
 from metaxlm.config import RECORDED_OUTPUTS
 from metaxlm.errors import DataError, MetaXLMError
 from metaxlm.finetune.checkpoint import Checkpoints

@@ -31,7 +31,7 @@ from tqdm import tqdm
 
 from metaxlm.compute.fastpath import training_fast_path
 from metaxlm.compute.optim import adamw
-from metaxlm.compute.precision import compute_device
+from metaxlm.compute.devices import compute_device
 from metaxlm.errors import MetaXLMError
 from metaxlm.finetune import checkpoint as ckpt
 from metaxlm.finetune.checkpoint import Checkpoints

@@ -24,7 +24,7 @@ from typing import Any
 import torch
 from tqdm import tqdm
 
-from metaxlm.compute.precision import compute_device
+from metaxlm.compute.devices import compute_device
 from metaxlm.data.padding import pad_right
 from metaxlm.errors import DataError, MetaXLMError
 from metaxlm.finetune.models import load_finetune_tokenizer, load_seq2seq, special_token

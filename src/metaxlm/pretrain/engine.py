@@ -2,9 +2,11 @@
 
 Read `pretrain()` top to bottom: set-up, then per optimizer step
   1. every process draws the same GLOBAL batch of each batch kind its objectives need (α-sampled, seeded), and each
-     objective prepares it (masks drawn from a generator seeded by the step), so random draws never depend on the
-     number of processes;
-  2. the global batch is cut into `grad_accum` micro-batches and each micro-batch into one row slice per process;
+     objective prepares it on the CPU (masks drawn from a generator seeded by the step), so random draws never
+     depend on the number of processes or the device;
+  2. the global batch is cut into `grad_accum` micro-batches and each micro-batch into one row slice per process,
+     moved to the device (`metaxlm.compute.devices.to_device`: the only move; objectives make their own tensors on
+     the device of those they are given, and the held-out loss moves its rows alike);
      objectives label their own rows (`label`: e.g. self-labelled alignments from the current weights), and the
      target counts are summed over micro-batches and processes (one all-reduce);
   3. per micro-batch, ONE forward of the wrapped module returns every objective's summed loss (so DDP sees each
@@ -39,6 +41,7 @@ from typing import Any
 import torch
 from tqdm import tqdm
 
+from metaxlm.compute.devices import to_device
 from metaxlm.compute.fastpath import reuse_freed_memory, training_fast_path
 from metaxlm.compute.optim import adamw, linear_schedule
 from metaxlm.compute.precision import training_accelerator
@@ -418,8 +421,11 @@ def set_up(*, model, tokenizer, train_data: dict, heldout_data: dict, cfg: Train
         for kind, source in sources.items():
             source.load_state_dict(state["batches"][kind])
         start, tokens = state["step"], state.get("tokens", 0)
-    if sharded:  # in place, before the optimizer: it must hold the sharded parameters
+    # on the device before the optimizer is built: it holds the parameters there, and a resumed state loads there
+    if sharded:  # in place: the optimizer must hold the sharded parameters
         shard(module, tuple({type(layer) for layer in arch_of(model).layers(model)}), acc.device)
+    else:
+        module.to(acc.device)
     optimizer = adamw(module.named_parameters(), lr=cfg.lr, betas=cfg.betas, eps=cfg.eps,
                       weight_decay=cfg.weight_decay,
                       lr_scales={f"objectives.{n}.": o.options.lr_scale for n, o in objectives.items()}, held=held)
@@ -469,12 +475,14 @@ def train_step(run: Training, step: int) -> dict:
         prepared[name] = objective.prepare(batch, gen) if provider is None else \
             objective.prepare_shared(batch, gen, prepared[provider])
 
-    # 2. this process's rows of each micro-batch, labelled; global target counts
+    # 2. this process's rows of each micro-batch, moved to the device (the one move of the step: everything the
+    # objectives make from them is made there), labelled; global target counts
     micro_parts = []
     with torch.no_grad(), acc.autocast(), gathered(run.module):
         for m in range(cfg.grad_accum):
             rows = torch.arange(m * micro + rank, (m + 1) * micro, world)
-            micro_parts.append({n: objectives[n].label(run.model, prepared[n].rows(rows)) for n in names})
+            micro_parts.append({n: objectives[n].label(run.model, to_device(prepared[n].rows(rows), acc.device))
+                                for n in names})
     counts = torch.tensor([sum(p[n].num_targets for p in micro_parts) for n in names], dtype=torch.float64)
     if world > 1:
         counts = acc.reduce(counts.to(acc.device), reduction="sum").cpu()

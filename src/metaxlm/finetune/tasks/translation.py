@@ -17,7 +17,7 @@ from typing import Any
 import torch
 import torch.nn.functional as F
 
-from metaxlm.compute.precision import compute_device
+from metaxlm.compute.devices import compute_device
 from metaxlm.data.examples import TranslationExample
 from metaxlm.data.padding import IGNORE, pad_right
 from metaxlm.finetune.hyperparameters import Hyperparameters

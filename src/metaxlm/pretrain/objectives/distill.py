@@ -74,8 +74,9 @@ class Distill(Objective):
         texts = self.tokenizer.batch_decode(part.tensors["input_ids"][rows], skip_special_tokens=True)
         enc = self.teacher_tokenizer(texts or [""], padding=True, truncation=True, max_length=self.options.max_length,
                                      return_tensors="pt")
-        return Prepared({**part.tensors, "teacher_ids": enc["input_ids"][:len(texts)],
-                         "teacher_mask": enc["attention_mask"][:len(texts)]}, part.num_targets, part.langs,
+        device = part.tensors["input_ids"].device  # the teacher's inputs go where the rows are
+        return Prepared({**part.tensors, "teacher_ids": enc["input_ids"][:len(texts)].to(device),
+                         "teacher_mask": enc["attention_mask"][:len(texts)].to(device)}, part.num_targets, part.langs,
                         part.target_key)
 
     def loss_sum(self, model, tensors: dict[str, torch.Tensor]) -> torch.Tensor:

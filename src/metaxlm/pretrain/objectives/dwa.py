@@ -182,17 +182,17 @@ class DenoisingWordAlignment(MaskedLM):
         encoder = arch_of(model).truncated_encoder(model, self.label_layer)
         if self.options.encoding == "joint":
             return encoder(input_ids=ids, attention_mask=attention_mask).last_hidden_state
-        states = torch.zeros(*ids.shape, model.config.hidden_size, dtype=torch.float32)
+        states = torch.zeros(*ids.shape, model.config.hidden_size, dtype=torch.float32, device=ids.device)
         bos, eos, pad = self.tokenizer.cls_token_id, self.tokenizer.sep_token_id, self.tokenizer.pad_token_id
         rows, where = [], []
         for k in (0, 1):  # `<s> side </s>` rows, the sides of all pairs in one batch
             pos, real = _gather_side(side == k)
             side_ids = torch.where(real, torch.gather(ids, 1, pos), pad)
             lengths = real.sum(1)
-            row = torch.full((ids.shape[0], pos.shape[1] + 2), pad, dtype=ids.dtype)
+            row = torch.full((ids.shape[0], pos.shape[1] + 2), pad, dtype=ids.dtype, device=ids.device)
             row[:, 0] = bos
             row[:, 1:-1] = side_ids
-            row[torch.arange(len(row)), lengths + 1] = eos
+            row[torch.arange(len(row), device=row.device), lengths + 1] = eos
             rows.append(row)
             where.append((pos, real))
         width = max(r.shape[1] for r in rows)
@@ -219,8 +219,8 @@ class DenoisingWordAlignment(MaskedLM):
         links = self.aligner.links_from_similarity(sim, mask) & mask
         # a token with several links: its label is the linked token of highest similarity
         score = sim.masked_fill(~links, float("-inf"))
-        targets = torch.full(token_side.shape, IGNORE, dtype=torch.long)
-        rows = torch.arange(len(targets)).unsqueeze(1)
+        targets = torch.full(token_side.shape, IGNORE, dtype=torch.long, device=token_side.device)
+        rows = torch.arange(len(targets), device=targets.device).unsqueeze(1)
         has_src, has_tgt = links.any(2), links.any(1)  # (B, n), (B, m)
         to_tgt = torch.gather(tgt_pos, 1, score.argmax(2))  # (B, n): the position each source token points to
         to_src = torch.gather(src_pos, 1, score.argmax(1))  # (B, m)
@@ -257,7 +257,7 @@ class DenoisingWordAlignment(MaskedLM):
         found = self.self_label(states, t["token_side"])
         labels = torch.where(self.query_positions(found, t), found.targets, IGNORE)
         self.label_stats += torch.tensor([len(labels), float(found.links.sum()), float((labels != IGNORE).sum())],
-                                         dtype=torch.float64)
+                                         dtype=torch.float64, device=self.label_stats.device)
         return Prepared({**t, "dwa_labels": labels}, int((labels != IGNORE).sum()), part.langs, part.target_key)
 
     # -- 3. the pointer network -------------------------------------------------------------------------------------

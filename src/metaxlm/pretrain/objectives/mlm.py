@@ -111,14 +111,15 @@ def heldout_mlm_loss(model, eval_rows: dict[str, torch.Tensor], objective: Maske
     pretraining run reports, whatever its objectives (the variants' comparison)."""
     was_training = model.training
     model.eval()
+    device = next(model.parameters()).device
     out = {}
     for lang, rows in sorted(eval_rows.items()):
-        gen = torch.Generator().manual_seed(seed)
+        gen = torch.Generator().manual_seed(seed)  # masks drawn on the CPU: the same on every device
         total, count = 0.0, 0
         for i in range(0, len(rows), micro_batch):
             inputs, labels = objective.mask(rows[i:i + micro_batch], gen)
             with autocast():
-                total += float(masked_lm_loss_sum(model, inputs, labels))
+                total += float(masked_lm_loss_sum(model, inputs.to(device), labels.to(device)))
             count += int((labels != IGNORE).sum())
         out[lang] = total / max(count, 1)
     model.train(was_training)

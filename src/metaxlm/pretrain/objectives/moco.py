@@ -57,7 +57,7 @@ def info_nce_sum(query: torch.Tensor, positive: torch.Tensor, queue: torch.Tenso
     """Σ_rows −log exp(q·k+/τ) / (exp(q·k+/τ) + Σ_queue exp(q·k/τ)) in fp32: (B, d), (B, d), (K, d)."""
     query, positive, queue = query.float(), positive.float(), queue.float()
     logits = torch.cat([(query * positive).sum(1, keepdim=True), query @ queue.T], dim=1) / temperature
-    return F.cross_entropy(logits, torch.zeros(len(query), dtype=torch.long), reduction="sum")
+    return F.cross_entropy(logits, torch.zeros(len(query), dtype=torch.long, device=logits.device), reduction="sum")
 
 
 @register("moco")
@@ -151,7 +151,7 @@ class MoCo(Objective):
         size = self.queue.shape[0]
         keys = keys[-size:].to(self.queue.dtype)
         ptr = int(self.queue_ptr)
-        index = (ptr + torch.arange(len(keys))) % size
+        index = (ptr + torch.arange(len(keys), device=self.queue.device)) % size
         self.queue[index] = keys
         self.queue_ptr.fill_((ptr + len(keys)) % size)
         self.queued += len(keys)
