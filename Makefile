@@ -10,7 +10,7 @@ export TOKENIZERS_PARALLELISM := false
 # Material's end-of-life notice on every mkdocs build (not a problem of this site).
 export NO_MKDOCS_2_WARNING := 1
 
-.PHONY: setup demo test lint docs bench soak gpu-check demo-data large-corpora check-report clean
+.PHONY: setup demo test lint docs bench soak gpu-check wheelhouse demo-data large-corpora check-report clean
 
 $(STAMP): pyproject.toml constraints.txt Makefile
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
@@ -70,6 +70,16 @@ soak: setup
 # Without CUDA: one line saying so, exit 0.
 gpu-check: setup
 	$(BIN)/python -m metaxlm.check_gpu --out runs/gpu-check.json
+
+# For a GPU node without network (docs/scale-out.md): metaxlm's wheel and every pinned package it needs at run time
+# (constraints.txt's versions; not the dev extras) for CPython WHEELHOUSE_PYTHON on WHEELHOUSE_PLATFORM, into
+# WHEELHOUSE/ with a manifest.json; torch and the CUDA libraries (nvidia-*, triton) left out: the node's torch is used.
+# Copy the folder over; on the node: pip install --no-index --find-links wheelhouse/ metaxlm
+WHEELHOUSE ?= wheelhouse
+WHEELHOUSE_PYTHON ?= 3.12
+WHEELHOUSE_PLATFORM ?= manylinux_2_28_x86_64
+wheelhouse: setup
+	$(BIN)/python -m tools.wheelhouse --out $(WHEELHOUSE) --python $(WHEELHOUSE_PYTHON) --platform $(WHEELHOUSE_PLATFORM)
 
 # Open a report in headless Chromium (Debian's package, installed when missing): images load and fit, no sideways
 # scrolling, every figure captioned; a full-page screenshot is saved beside the report for a human to look at.

@@ -85,7 +85,7 @@ def run_side(side: str, name: str, args) -> dict:
     real_tokens = sum(len(f["input_ids"]) for f in features) * hp.epochs
     set_seed(0)
     model = load_model(task, args.model_dir, train)
-    precision = resolved_precision(model, hp, compute_device(), hp.batch_size).precision
+    precision = resolved_precision(model, hp, compute_device()).precision
     if side == "metaxlm":
         losses: list[float] = []
         start = time.perf_counter()

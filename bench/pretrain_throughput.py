@@ -380,13 +380,12 @@ def main() -> None:
 
     import torch
 
-    from metaxlm.compute.precision import cpu_model, matmul_shapes, resolve_precision
+    from metaxlm.compute.precision import DECISION_SHAPES, cpu_model, resolve_precision
 
     torch.set_num_threads(args.threads)  # the children's thread count, for the precision measurement
-    shapes = matmul_shapes(args.hidden, args.ffn, args.batch_size * args.seq_len)
     # measured now (not from the cache file of an earlier run), once for both sides
-    choice = resolve_precision(args.precision, "cpu", shapes=shapes, announce=False, cache_file=None)
-    base_choice = resolve_precision(args.baseline_precision or args.precision, "cpu", shapes=shapes, announce=False,
+    choice = resolve_precision(args.precision, "cpu", announce=False, cache_file=None)
+    base_choice = resolve_precision(args.baseline_precision or args.precision, "cpu", announce=False,
                                     cache_file=None)
     print(f"precision: metaxlm {choice.precision} ({choice.reason}); baseline {base_choice.precision}"
           f"{'' if base_choice.precision == choice.precision else f' ({base_choice.reason})'}", flush=True)
@@ -479,7 +478,7 @@ def main() -> None:
                     "bf16_matmul_peak_gflop_s": bf16_peak, "fp32_matmul_peak_gflop_s": fp32_peak,
                     "best_matmul_peak_gflop_s": best_peak,
                     "precision_measurement_gflop_s": choice.gflops or base_choice.gflops,
-                    "precision_measurement_shapes": [list(x) for x in shapes],
+                    "precision_measurement_shapes": [list(x) for x in DECISION_SHAPES],
                     "peak_method": "best of 3 x (20 x 2048x2048 @ 2048x2048), after 3 warm-up matmuls",
                     "torch": torch.__version__, "transformers": transformers.__version__},
         "flops": {"formula": FLOPS_FORMULA, "useful_per_token_full_logit": useful,

@@ -77,6 +77,14 @@ def precision_cache(tmp_path_factory):
 
 
 @pytest.fixture(scope="session", autouse=True)
+def precision_decided_by_the_tests():
+    """`precision: auto` is fp32 in every test and every process a test starts (METAXLM_PRECISION_AUTO: the decision
+    given), so no number a test compares depends on the CPU kind or its load; tests of the decision itself
+    (tests/test_precision.py) unset it and decide with measurements of their own."""
+    os.environ["METAXLM_PRECISION_AUTO"] = "fp32"
+
+
+@pytest.fixture(scope="session", autouse=True)
 def one_thread_per_child_process():
     """The CLI runs the tests start (tiny models) get one thread each: the two test workers already hold both
     cores, and a multi-threaded op in a child then waits for descheduled threads. The workers keep their own

@@ -1,6 +1,7 @@
 """`python -m metaxlm.check_gpu` (`make gpu-check`): without CUDA one line and exit 0; the check's own code — every
-measurement it makes on a GPU — run on the CPU (`--device cpu`, a tiny model, 2 steps): pretraining of MLM and TLM
-through the engine, the fine-tuning and translation steps, MLM in DDP with two gloo processes, the JSON record; the
+measurement it makes on a GPU — run on the CPU (`--device cpu`, a tiny model, 2 steps) on the simulated accelerator
+(a tensor on the wrong device fails it): pretraining of MLM and TLM through the engine, the fine-tuning, its
+stop-and-resume, and translation steps; MoCo in DDP and MLM in FSDP with two gloo processes; the JSON record; the
 bf16 peak table and the FLOPs that MFU counts."""
 
 import json
@@ -74,7 +75,8 @@ def test_cpu_dry_run_measures_pretraining_finetuning_and_translation(dry_run):
     status, printed, record, _ = dry_run
     assert status == 0, printed
     assert (record["device"], record["gpu"], record["gpus"]) == ("cpu", None, 0)
-    assert record["cpu"] == cpu_model() and record["torch"] and record["precision"] == "bf16"
+    assert record["cpu"] == cpu_model() and record["torch"] and record["precision"] == "fp32"
+    assert record["device_check"].startswith("simulated accelerator")
     assert record["bf16_peak_tflops"] is None and record["peak_source"].startswith("unknown peak")
     assert list(record["single"]) == ["mlm", "tlm"]
     for name, run in record["single"].items():
@@ -82,14 +84,17 @@ def test_cpu_dry_run_measures_pretraining_finetuning_and_translation(dry_run):
         assert run["tokens_per_s"] > 0 and run["timed_tokens"] > 0 and run["timed_steps"] == 1
         assert run["flops_per_token"] > 6 * run["non_embedding_params"] > 0
         assert run["mfu"] is None  # no peak for a CPU
-        assert run["precision"] == "bf16" and run["loss"] > 0
+        assert run["precision"] == "fp32" and run["loss"] > 0
     assert record["model"]["non_embedding_params"] == record["single"]["mlm"]["non_embedding_params"]
     assert record["finetune"]["tokens_per_s"] > 0 and record["finetune"]["steps"] >= 2
     translation = record["translation"]  # no VECO objective in this run: skipped, and said so
     assert "skipped" in translation and "VECO" in translation["skipped"]
-    assert "skipped" in record["ddp"]
+    resume = record["finetune_resume"]  # stopped, RNGs reseeded, resumed: the uninterrupted run's weights
+    assert resume["stopped_at"] == 2 and resume["steps"] == 4 and resume["largest_difference"] == 0.0
+    assert "skipped" in record["ddp"] and "skipped" in record["fsdp"] and "GPU" in record["fp16"]["skipped"]
     lines = printed.splitlines()
-    assert lines[0].startswith("metaxlm gpu check: CPU dry run")
+    assert lines[0].startswith("metaxlm gpu check: CPU dry run on a simulated accelerator")
+    assert any(ln.startswith("fine-tuning resume: stopped at step 2 of 4") for ln in lines)
     assert any(ln.startswith("pretrain mlm ") and "unknown peak" in ln for ln in lines)
     assert any(ln.startswith("fine-tune (classification)") for ln in lines)
 
@@ -116,6 +121,27 @@ def test_ddp_on_two_cpu_processes(dry_run):
     assert "error" not in measured, measured
     assert measured["processes"] == 2 and measured["batch_size"] == 8  # 4 per process
     assert measured["tokens_per_s"] > 0 and measured["device"] == "cpu"
+
+
+def test_fsdp_on_two_cpu_processes(dry_run):
+    """The FSDP step (train.sharding=fsdp) in two gloo processes on the dry run's data."""
+    *_, work = dry_run
+    measured = run_ddp(work, "mlm", 2, sharding="fsdp")
+    assert "error" not in measured, measured
+    assert measured["processes"] == 2 and measured["sharding"] == "fsdp" and measured["tokens_per_s"] > 0
+
+
+def test_the_dry_run_fails_where_a_gpu_would(monkeypatch, tmp_path, dry_run):
+    """The check's CPU dry run is on the simulated accelerator: a batch the engine forgot to move fails it (it passed
+    on the plain CPU the dry run used before, for this very defect)."""
+    from metaxlm.compute import devices
+    from metaxlm.pretrain import engine
+
+    monkeypatch.setattr(engine, "to_device", lambda obj, device: obj)  # the engine as it was: no move
+    *_, work = dry_run
+    status, printed = run_main([*DRY_RUN[:-1], "mlm", "--no-finetune", "--work", str(work)])
+    assert status == 1 and "FAILED pretrain mlm: DeviceMismatch" in printed, printed
+    assert devices.DeviceMismatch.__name__ in printed
 
 
 def test_every_registered_objective_is_checked():

@@ -10,7 +10,14 @@ import pytest
 import torch
 
 from metaxlm.check_gpu import CheckSettings, build_workbench, every_objective, measure_objective
-from metaxlm.compute.devices import SIMULATED, DeviceMismatch, SimulatedTensor, compute_device, simulated_device, to_device
+from metaxlm.compute.devices import (
+    SIMULATED,
+    DeviceMismatch,
+    SimulatedTensor,
+    compute_device,
+    simulated_device,
+    to_device,
+)
 
 pytestmark = pytest.mark.usefixtures("one_thread")  # tests/conftest.py
 

@@ -8,20 +8,30 @@ vocabulary, prepared into a work directory):
    bf16 on one GPU, through the engine every run uses (`metaxlm.pretrain.engine.pretrain`), from a fresh model;
 2. the same in DDP on all visible GPUs (`--processes`): this module started again under `python -m
    torch.distributed.run --standalone --nproc-per-node=<GPUs>`, once per objective so that a failure names its
-   objective (one process per GPU, the same per-GPU batch: the global batch is GPUs times larger);
-3. a fine-tuning (classification of the demo's help paragraphs, `metaxlm.finetune.trainer.finetune`) of the MLM
-   run's model, and a translation step: the VECO run's model assembled as an encoder-decoder, fine-tuned on en-de
-   pairs, saved, and used by `metaxlm translate`'s code (`metaxlm.finetune.translate.translate_file`, beam 4);
+   objective (one process per GPU, the same per-GPU batch: the global batch is GPUs times larger); then MLM and TLM
+   sharded with torch's FSDP (`train.sharding=fsdp`) on the same processes;
+3. MLM in fp16 with loss scaling (accelerate's GradScaler) on one GPU;
+4. a fine-tuning (classification of the demo's help paragraphs, `metaxlm.finetune.trainer.finetune`) of the MLM
+   run's model; the same fine-tuning with dropout, checkpointed, stopped after its first checkpoint, every random
+   generator reseeded (CUDA's included) and resumed: its final weights must equal the uninterrupted run's (the CUDA
+   random state in fine-tuning checkpoints); and a translation step: the VECO run's model assembled as an
+   encoder-decoder, fine-tuned on en-de pairs, saved, and used by `metaxlm translate`'s code
+   (`metaxlm.finetune.translate.translate_file`, beam 4);
 
 prints tokens/s and MFU per run, and writes a JSON record (`--out`): GPU name and count, torch and CUDA versions,
 the CPU model, the model's size, and per run tokens/s, MFU, seconds and the last loss — or the error of a run that
 failed: the check goes on with the next one and exits 1 at the end.
 
 The device is not a branch of this code: the engine and the fine-tuning loop put everything on the device there is
-(accelerate / `metaxlm.compute.precision.compute_device()`). `--device cpu` hides the GPUs (CUDA_VISIBLE_DEVICES
-empty, before torch first looks for them) and runs the very same code on the CPU: a dry run, which is what the test
-suite exercises on metaxlm's CPU-only CI (tiny model, 2 steps; `--processes 2` for DDP with gloo). Without CUDA, and without `--device cpu`, it prints one
-line saying no CUDA device is visible and nothing was run, and exits 0.
+(accelerate / `metaxlm.compute.devices.compute_device()`). `--device cpu` hides the GPUs (CUDA_VISIBLE_DEVICES
+empty, before torch first looks for them) and runs the very same code on a SIMULATED accelerator
+(`metaxlm.compute.devices.simulated_device`): the device reports `meta`, the data stay on the CPU, and a tensor left
+on the host meeting one on the device is an error, as on a GPU — so the dry run fails where a GPU run would fail
+for a tensor on the wrong device (a plain CPU run cannot: everything is on the CPU there). The simulated device
+runs fp32 (no autocast), one process: the DDP and FSDP runs of the dry run (`--processes 2`, gloo) are plain CPU
+processes, and fp16 is skipped (a GPU's). This is what the test suite exercises on metaxlm's CPU-only CI (tiny
+model, 2 steps). Without CUDA, and without `--device cpu`, it prints one line saying no CUDA device is visible and
+nothing was run, and exits 0.
 
 **FLOPs per token** (what MFU counts): 6·N + 12·L·d·T — N the model's non-embedding parameters (Kaplan et al.
 2020; the word, position and type embeddings are left out, so is the MLM output layer tied to them, which the
@@ -259,10 +269,12 @@ def ensure_teacher(bench: Workbench, settings: CheckSettings) -> Path:
 
 
 def measure_objective(name: str, bench: Workbench, settings: CheckSettings, out_dir: Path, *,
-                      peak_tflops: float | None = None, datasets: dict | None = None) -> dict | None:
+                      peak_tflops: float | None = None, datasets: dict | None = None, sharding: str = "none",
+                      precision: str | None = None) -> dict | None:
     """Pretrain objective `name` alone for `settings.steps` steps through the engine, on the device there is (every
-    process of a torchrun launch calls this: a DDP run); the global batch is `settings.batch_size` per process.
-    Returns the measurement on the main process, None on the others."""
+    process of a torchrun launch calls this: a DDP run, or FSDP with `sharding="fsdp"`); the global batch is
+    `settings.batch_size` per process; `precision`: instead of the settings'. Returns the measurement on the main
+    process, None on the others."""
     from metaxlm.config import TrainConfig
     from metaxlm.models import build_mlm
     from metaxlm.pretrain.engine import pretrain
@@ -276,7 +288,7 @@ def measure_objective(name: str, bench: Workbench, settings: CheckSettings, out_
     teacher = ensure_teacher(bench, settings) if name == "distill" else None
     steps = settings.steps
     cfg = TrainConfig(steps=steps, batch_size=settings.batch_size * processes, seq_len=settings.seq_len, lr=1e-4,
-                      warmup_steps=min(5, steps), precision=settings.precision,
+                      warmup_steps=min(5, steps), precision=precision or settings.precision, sharding=sharding,
                       objectives=objective_spec(name, settings, teacher), log_every=1, eval_every=steps,
                       eval_sequences=4, save_every=steps, keep_checkpoints=1)
     start = time.perf_counter()
@@ -296,7 +308,8 @@ def measure_objective(name: str, bench: Workbench, settings: CheckSettings, out_
             "steps": steps, "batch_size": cfg.batch_size, "tokens_per_s": rate, "timed_steps": max(1, steps - 1),
             "timed_seconds": seconds, "timed_tokens": tokens, "wall_seconds": wall,
             "flops_per_token": flops, "non_embedding_params": non_embedding_parameters(model),
-            "mfu": mfu(rate, flops, processes, peak_tflops), "loss": last.get("loss"), "precision": summary.get("precision", {}).get("precision"),
+            "mfu": mfu(rate, flops, processes, peak_tflops), "loss": last.get("loss"),
+            "precision": summary.get("precision", {}).get("precision"), "sharding": summary.get("sharding"),
             "final": str(result.final_dir)}
 
 
@@ -365,6 +378,70 @@ def measure_finetune(model_dir: Path, bench: Workbench, settings: CheckSettings,
             "mfu": mfu(rate, flops, 1, peak_tflops), "loss": history[-1] if history else None}
 
 
+class _Stopped(Exception):
+    """Raised from a fine-tuning's step hook: the run stops there, as a kill would leave it (its last checkpoint)."""
+
+
+def measure_finetune_resume(model_dir: Path, bench: Workbench, settings: CheckSettings, work: Path) -> dict:
+    """The classification fine-tuning with dropout and a checkpoint after every step, run once whole and once stopped
+    after half its steps, every random generator reseeded (CUDA's too) and resumed from its checkpoint: the resumed
+    run's final weights must equal the uninterrupted run's (within 1e-5: a GPU's atomics-based kernels need not be
+    bit-exact); an error otherwise."""
+    import random
+
+    import numpy as np
+    import torch
+
+    from metaxlm.data.benchmarks import load_examples
+    from metaxlm.finetune.checkpoint import Checkpoints
+    from metaxlm.finetune.hyperparameters import Hyperparameters
+    from metaxlm.finetune.models import load_finetune_tokenizer, load_model
+    from metaxlm.finetune.tasks import get_task
+    from metaxlm.finetune.trainer import finetune, set_seed
+
+    steps = max(4, settings.steps)
+    examples = load_examples("demo_module", bench.data / "tasks" / "module" / "train.en.jsonl.xz")
+    examples = examples[:steps * settings.batch_size]
+    hp = Hyperparameters(lr=1e-4, batch_size=settings.batch_size, max_steps=steps, max_seq_len=settings.seq_len,
+                         warmup_ratio=0.0, dropout=0.1, precision=settings.precision if settings.precision != "fp16"
+                         else "bf16")
+    stop_at = steps // 2
+
+    def run(directory: Path, stop: bool) -> dict:
+        task = get_task("classification")(load_finetune_tokenizer(model_dir), hp)
+        task.fit_labels(examples)
+        set_seed(settings.seed)
+        model = load_model(task, model_dir)
+        checkpoints = Checkpoints(directory, key="gpu-check", every_seconds=0.0)
+
+        def on_step(step: int, total: int) -> None:
+            if stop and step == stop_at:
+                raise _Stopped
+
+        finetune(model, task, examples, hp, seed=settings.seed, progress=False, checkpoints=checkpoints,
+                 on_step=on_step)
+        return {k: v.detach().float().cpu() for k, v in model.state_dict().items()}
+
+    whole = run(work / "finetune-whole", stop=False)
+    try:
+        run(work / "finetune-resumed", stop=True)
+        raise RuntimeError("the fine-tuning meant to stop ran to its end")
+    except _Stopped:
+        pass
+    random.seed(12345)  # what a new process would have: nothing of the stopped run's generators
+    np.random.seed(12345)
+    torch.manual_seed(12345)
+    if torch.cuda.is_available():
+        torch.cuda.manual_seed_all(12345)
+    resumed = run(work / "finetune-resumed", stop=False)
+    largest = max(float((whole[k] - resumed[k]).abs().max()) for k in whole)
+    if largest > 1e-5:
+        raise RuntimeError(f"the fine-tuning stopped at step {stop_at} and resumed ends {largest:.3g} away from the "
+                           f"uninterrupted run (largest weight difference): a random state is not restored")
+    return {"device": _device_kind(), "steps": steps, "stopped_at": stop_at, "largest_difference": largest,
+            "tensors": len(whole)}
+
+
 def measure_translation(veco_dir: Path, bench: Workbench, settings: CheckSettings, work: Path, *,
                         sentences: int | None = None) -> dict:
     """The VECO model in `veco_dir` assembled as an encoder-decoder, fine-tuned one epoch on en-de pairs (about
@@ -420,18 +497,19 @@ def error_line(text: str) -> str:
     return (found[:1] or lines[-1:] or ["no output"])[0][:500]
 
 
-def run_ddp(work: Path, name: str, processes: int) -> dict:
+def run_ddp(work: Path, name: str, processes: int, *, sharding: str = "none") -> dict:
     """Objective `name` pretrained by this module's DDP worker (`--ddp-worker`) in `processes` processes under
-    torch.distributed.run (one launch per objective, so a failure names its objective): its measurement, written
-    by rank 0, or the error."""
+    torch.distributed.run (one launch per objective, so a failure names its objective), replicated (DDP) or sharded
+    (`sharding="fsdp"`): its measurement, written by rank 0, or the error."""
     import subprocess
 
-    log = work / "ddp" / f"{name}.log"
-    result = work / "ddp" / f"{name}.json"
+    run_name = name if sharding == "none" else f"{name}-{sharding}"
+    log = work / "ddp" / f"{run_name}.log"
+    result = work / "ddp" / f"{run_name}.json"
     log.parent.mkdir(parents=True, exist_ok=True)
     result.unlink(missing_ok=True)
     command = [sys.executable, "-m", "torch.distributed.run", "--standalone", f"--nproc-per-node={processes}",
-               "-m", "metaxlm.check_gpu", "--ddp-worker", str(work), "--objectives", name]
+               "-m", "metaxlm.check_gpu", "--ddp-worker", str(work), "--objectives", name, "--sharding", sharding]
     with open(log, "w", encoding="utf-8") as out:
         done = subprocess.run(command, stdout=out, stderr=subprocess.STDOUT, check=False)
     if done.returncode != 0 or not result.exists():
@@ -441,8 +519,9 @@ def run_ddp(work: Path, name: str, processes: int) -> dict:
     return json.loads(result.read_text(encoding="utf-8"))
 
 
-def ddp_worker(work: Path, name: str) -> int:
-    """One process of the DDP check of objective `name`; rank 0 writes its measurement (ddp/<name>.json)."""
+def ddp_worker(work: Path, name: str, sharding: str = "none") -> int:
+    """One process of the DDP (or FSDP) check of objective `name`; rank 0 writes its measurement
+    (ddp/<name>[-fsdp].json)."""
     from metaxlm.io import atomic_write_json
     from metaxlm.run.processes import quiet_other_ranks
 
@@ -450,9 +529,10 @@ def ddp_worker(work: Path, name: str) -> int:
     settings = CheckSettings(**json.loads((work / "settings.json").read_text(encoding="utf-8")))
     peak = json.loads((work / "peak.json").read_text(encoding="utf-8"))["peak_tflops"]
     bench = build_workbench(work / "bench", settings)  # made by the parent: read only
-    measured = measure_objective(name, bench, settings, work / "ddp" / name, peak_tflops=peak)
+    run_name = name if sharding == "none" else f"{name}-{sharding}"
+    measured = measure_objective(name, bench, settings, work / "ddp" / run_name, peak_tflops=peak, sharding=sharding)
     if measured is not None:
-        atomic_write_json(work / "ddp" / f"{name}.json", measured)
+        atomic_write_json(work / "ddp" / f"{run_name}.json", measured)
     return 0
 
 
@@ -465,16 +545,29 @@ def measure_or_error(name: str, measure) -> dict:
 
 
 # -- the whole check -------------------------------------------------------------------------------------------------
+# the objectives the FSDP step shards: one reading monolingual text, one translation pairs
+FSDP_OBJECTIVES = ("mlm", "tlm")
+
+
 def run_check(settings: CheckSettings, work: Path, *, ddp_processes: int, peak_tflops: float | None = None,
-              finetuning: bool = True) -> dict:
-    """Steps 1-3 of the module docstring on the device there is; returns the JSON record."""
+              finetuning: bool = True, simulate: bool = False) -> dict:
+    """Steps 1-4 of the module docstring on the device there is; returns the JSON record. `simulate`: the
+    one-process runs on the simulated accelerator (`--device cpu`)."""
     import gc
+    from contextlib import nullcontext
 
     import torch
 
     import metaxlm
+    from metaxlm.compute.devices import simulated_device
     from metaxlm.io import atomic_write_json
     from metaxlm.run.info import cpu_model
+
+    def on_device(measure):  # a one-process run, on the simulated accelerator in a dry run
+        def run():
+            with simulated_device() if simulate else nullcontext():
+                return measure()
+        return run
 
     cuda = torch.cuda.is_available()
     gpu = torch.cuda.get_device_name(0) if cuda else None
@@ -492,22 +585,30 @@ def run_check(settings: CheckSettings, work: Path, *, ddp_processes: int, peak_t
         "precision": settings.precision, "bf16_peak_tflops": peak, "peak_source": peak_source,
         "flops_per_token": "6*N_non_embedding + 12*layers*hidden*seq_len (see metaxlm.check_gpu)",
         "settings": asdict(settings), "model": {**MODEL_SIZES[settings.model], "size": settings.model},
-        "single": {}, "ddp": {}, "finetune": None, "translation": None,
+        "device_check": "simulated accelerator: a host tensor meeting a device tensor is an error" if simulate else
+        "cuda" if cuda else "cpu",
+        "single": {}, "ddp": {}, "fsdp": {}, "fp16": None, "finetune": None, "finetune_resume": None,
+        "translation": None,
     }
     for name in names:
-        record["single"][name] = measure_or_error(name, lambda name=name: measure_objective(
-            name, bench, settings, work / "single" / name, peak_tflops=peak, datasets=datasets))
+        record["single"][name] = measure_or_error(name, on_device(lambda name=name: measure_objective(
+            name, bench, settings, work / "single" / name, peak_tflops=peak, datasets=datasets)))
     done = {n: r for n, r in record["single"].items() if "error" not in r}
     record["model"]["non_embedding_params"] = next(iter(done.values()))["non_embedding_params"] if done else None
     if finetuning:
         bert = next((r["final"] for r in done.values() if r["arch"] == "bert"), None)
         veco = next((r["final"] for r in done.values() if r["arch"] == "veco"), None)
-        record["finetune"] = measure_or_error("finetune", lambda: measure_finetune(
-            Path(bert), bench, settings, peak_tflops=peak)) if bert else \
-            {"skipped": "no BERT objective was pretrained (--objectives)"}
-        record["translation"] = measure_or_error("translation", lambda: measure_translation(
-            Path(veco) / "veco", bench, settings, work)) if veco else \
+        no_bert = {"skipped": "no BERT objective was pretrained (--objectives)"}
+        record["finetune"] = measure_or_error("finetune", on_device(lambda: measure_finetune(
+            Path(bert), bench, settings, peak_tflops=peak))) if bert else no_bert
+        record["finetune_resume"] = measure_or_error("finetune_resume", on_device(lambda: measure_finetune_resume(
+            Path(bert), bench, settings, work))) if bert else no_bert
+        record["translation"] = measure_or_error("translation", on_device(lambda: measure_translation(
+            Path(veco) / "veco", bench, settings, work))) if veco else \
             {"skipped": "no VECO objective was pretrained (--objectives)"}
+    record["fp16"] = measure_or_error("fp16", lambda: measure_objective(
+        "mlm", bench, settings, work / "fp16" / "mlm", peak_tflops=peak, datasets=datasets, precision="fp16")) \
+        if cuda else {"skipped": "fp16 needs a GPU (CPU autocast has no fp16 loss scaling)"}
     if ddp_processes > 1:
         if "distill" in names:  # made here: the worker processes only read it
             ensure_teacher(bench, settings)
@@ -516,9 +617,12 @@ def run_check(settings: CheckSettings, work: Path, *, ddp_processes: int, peak_t
             torch.cuda.empty_cache()  # the GPU memory this process cached, for the workers
         record["ddp"] = {"processes": ddp_processes,
                          "objectives": {name: run_ddp(work, name, ddp_processes) for name in names}}
+        record["fsdp"] = {"processes": ddp_processes,
+                          "objectives": {name: run_ddp(work, name, ddp_processes, sharding="fsdp")
+                                         for name in FSDP_OBJECTIVES if name in names}}
     else:
-        record["ddp"] = {"skipped": "one GPU visible: DDP needs two or more" if cuda else
-                         "CPU dry run without --processes N"}
+        why = "one GPU visible: DDP and FSDP need two or more" if cuda else "CPU dry run without --processes N"
+        record["ddp"], record["fsdp"] = {"skipped": why}, {"skipped": why}
     return record
 
 
@@ -526,7 +630,8 @@ def failures(record: dict) -> list[str]:
     """What failed in a check record, one line each."""
     runs = [(f"pretrain {n}", r) for n, r in record["single"].items()]
     runs += [(f"pretrain {n} (DDP)", r) for n, r in (record["ddp"].get("objectives") or {}).items()]
-    runs += [(k, record[k]) for k in ("finetune", "translation") if record.get(k)]
+    runs += [(f"pretrain {n} (FSDP)", r) for n, r in (record.get("fsdp", {}).get("objectives") or {}).items()]
+    runs += [(k, record[k]) for k in ("fp16", "finetune", "finetune_resume", "translation") if record.get(k)]
     return [f"{what}: {r['error']}" for what, r in runs if "error" in r]
 
 
@@ -542,7 +647,8 @@ def _mfu(value: float | None, peak_source: str) -> str:
 
 def summary_lines(record: dict) -> list[str]:
     """The table printed at the end."""
-    where = f"{record['gpu']} x {record['gpus']}" if record["gpu"] else f"CPU dry run ({record['cpu']})"
+    where = f"{record['gpu']} x {record['gpus']}" if record["gpu"] else \
+        f"CPU dry run on a simulated accelerator ({record['cpu']})"
     peak = f"{record['bf16_peak_tflops']:g} TFLOP/s per device ({record['peak_source']})" \
         if record["bf16_peak_tflops"] else record["peak_source"]
     model = record["model"]
@@ -565,6 +671,25 @@ def summary_lines(record: dict) -> list[str]:
         lines.append(row(f"pretrain {name} (DDP)", r, ddp["processes"]))
     if "skipped" in ddp:
         lines.append(f"DDP: skipped ({ddp['skipped']})")
+    fsdp = record.get("fsdp") or {}
+    for name, r in (fsdp.get("objectives") or {}).items():
+        lines.append(row(f"pretrain {name} (FSDP)", r, fsdp["processes"]))
+    if "skipped" in fsdp:
+        lines.append(f"FSDP: skipped ({fsdp['skipped']})")
+    fp16 = record.get("fp16") or {}
+    if "skipped" in fp16:
+        lines.append(f"fp16: skipped ({fp16['skipped']})")
+    elif fp16:
+        lines.append(row("pretrain mlm (fp16)", fp16))
+    resume = record.get("finetune_resume") or {}
+    if "skipped" in resume:
+        lines.append(f"fine-tuning resume: skipped ({resume['skipped']})")
+    elif "error" in resume:
+        lines.append(row("fine-tuning resume", resume))
+    elif resume:
+        lines.append(f"fine-tuning resume: stopped at step {resume['stopped_at']} of {resume['steps']}, resumed: "
+                     f"final weights equal the uninterrupted run's (largest difference "
+                     f"{resume['largest_difference']:.2g})")
     ft, tr = record.get("finetune"), record.get("translation")
     for what, r in (("fine-tune (classification)", ft), ("translation", tr)):
         if r and "skipped" in r:
@@ -592,6 +717,8 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p.add_argument("--processes", type=int,
                    help="DDP processes (default: every visible GPU; the CPU dry run: none unless given)")
     p.add_argument("--peak-tflops", type=float, help="bf16 peak per device, for a device the table lacks")
+    p.add_argument("--precision", choices=("bf16", "fp32"),
+                   help="of the pretraining and fine-tuning runs (default: bf16 on a GPU; the CPU dry run: fp32)")
     p.add_argument("--device", choices=("cuda", "cpu"), default="cuda",
                    help="cpu: a dry run of the same code on the CPU (the GPUs hidden)")
     p.add_argument("--work", type=Path, help="work directory (default: a temporary one, removed at the end)")
@@ -601,6 +728,7 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p.add_argument("--vocab-size", type=int, default=8000)
     p.add_argument("--no-finetune", action="store_true", help="skip the fine-tuning and translation steps")
     p.add_argument("--ddp-worker", type=Path, help=argparse.SUPPRESS)
+    p.add_argument("--sharding", choices=("none", "fsdp"), default="none", help=argparse.SUPPRESS)
     return p.parse_args(argv)
 
 
@@ -616,9 +744,11 @@ def cuda_visible() -> bool:
 def main(argv: list[str] | None = None) -> int:
     args = parse_args(argv)
     if args.ddp_worker is not None:
-        return ddp_worker(args.ddp_worker, args.objectives)
+        return ddp_worker(args.ddp_worker, args.objectives, args.sharding)
     if args.device == "cpu":
         os.environ["CUDA_VISIBLE_DEVICES"] = ""  # before torch looks: the engine then finds the CPU
+        if args.precision not in (None, "fp32"):
+            raise SystemExit("metaxlm check_gpu: --device cpu runs on the simulated accelerator, in fp32 only")
     elif not cuda_visible():
         print(NO_CUDA, flush=True)
         return 0
@@ -639,14 +769,15 @@ def main(argv: list[str] | None = None) -> int:
         unknown = [n for n in objectives if n not in known]
         if unknown:
             raise SystemExit(f"metaxlm check_gpu: unknown objectives {', '.join(unknown)} (known: {', '.join(known)})")
+    precision = args.precision or ("fp32" if args.device == "cpu" else "bf16")
     settings = CheckSettings(model=args.model, steps=args.steps, batch_size=args.batch_size, seq_len=args.seq_len,
-                             objectives=objectives, lines=args.lines, pairs=args.pairs, vocab_size=args.vocab_size,
+                             precision=precision, objectives=objectives, lines=args.lines, pairs=args.pairs, vocab_size=args.vocab_size,
                              data=str(args.data or default_data_dir()))
     processes = args.processes if args.processes is not None else (torch.cuda.device_count() if cuda else 0)
     work = args.work or Path(tempfile.mkdtemp(prefix="metaxlm-gpu-check-"))
     try:
         record = run_check(settings, work, ddp_processes=processes, peak_tflops=args.peak_tflops,
-                           finetuning=not args.no_finetune)
+                           finetuning=not args.no_finetune, simulate=args.device == "cpu")
     finally:
         if args.work is None:
             shutil.rmtree(work, ignore_errors=True)

@@ -42,6 +42,7 @@ def cmd_run(args) -> None:
 
 
 def cmd_pretrain(args) -> None:
+    from metaxlm.compute.precision import run_precision
     from metaxlm.pretrain.recipe import check_pretraining_config, export_for_evaluation, run_pretrain
     from metaxlm.run.info import recorded_invocation
     from metaxlm.run.layout import RunDir
@@ -50,8 +51,11 @@ def cmd_pretrain(args) -> None:
     check_pretraining_config(cfg)
     variant = args.variant or next(iter(cfg.variants))
     # one writer of run_info.json when launched with torchrun / accelerate
-    recorded = recorded_invocation(RunDir.of(cfg).variant(variant).root, cfg, "pretrain") if is_main() else nullcontext()
+    root = RunDir.of(cfg).variant(variant).root
+    recorded = recorded_invocation(root, cfg, "pretrain") if is_main() else nullcontext()
     with recorded:
+        if is_main():  # the other processes train in rank 0's decision (broadcast)
+            run_precision(root)
         result = run_pretrain(cfg, variant, resume=args.resume, resume_from=args.resume_from,
                               progress=not args.no_progress)
         if is_main():
@@ -127,12 +131,14 @@ def cmd_check(args) -> None:
 
 
 def cmd_evaluate(args) -> None:
+    from metaxlm.compute.precision import run_precision
     from metaxlm.evaluation.recipe import evaluate_run
     from metaxlm.records import RESULTS_FILE
     from metaxlm.run.info import recorded_invocation
 
     cfg = _load(args)
     with recorded_invocation(cfg.output_dir, cfg, "evaluate"):
+        run_precision(cfg.output_dir)
         evaluate_run(cfg, progress=not args.no_progress)
     print(f"results: {Path(cfg.output_dir) / 'eval'}/*/{RESULTS_FILE} (report: metaxlm report {cfg.output_dir})")
 

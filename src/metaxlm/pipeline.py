@@ -12,6 +12,7 @@ import shutil
 import time
 from pathlib import Path
 
+from metaxlm.compute.precision import run_precision
 from metaxlm.config import RunConfig
 from metaxlm.data.prepare import prepare_corpora
 from metaxlm.data.stats import corpus_stats, format_stats
@@ -196,6 +197,7 @@ def run(cfg: RunConfig, progress: bool = True) -> None:
             stage_pretrain(cfg, progress=False)
         return
     write_run_info(cfg.output_dir, cfg)
+    run_precision(cfg.output_dir)  # `auto` decided once for the run (recorded; kept on resume), before any loop
     seconds: dict[str, float] = {}
     clock = RunClock(RunDir.of(cfg).timings, cfg.stages)
     if "pretrain" in cfg.stages:

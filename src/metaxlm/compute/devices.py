@@ -93,6 +93,8 @@ class SimulatedTensor(torch.Tensor):
     def __torch_function__(cls, func, types, args=(), kwargs=None):
         if func in _HOST_READS:  # as on a GPU (torch refuses them for subclasses and meta tensors)
             return func(args[0].elem, *args[1:], **(kwargs or {}))
+        if func is torch.Tensor.is_meta.__get__:  # a device with data (load_state_dict would warn it copies nothing)
+            return False
         with torch._C.DisableTorchFunctionSubclass():
             return func(*args, **(kwargs or {}))
 

@@ -1,24 +1,28 @@
-"""The precision that fits the machine: `auto` (the default everywhere) picks bf16 only where it is faster.
+"""The precision that fits the machine: `auto` (the default everywhere) picks bf16 only where it is clearly faster,
+and decides ONCE: per process, per run, per machine.
 
 bf16 autocast is not a speed-up on every CPU: on an Intel Xeon with the avx512_bf16 flag (and no AMX exposed)
-bf16 matmuls ran at half the fp32 rate, on an AMD EPYC ~5x faster. So `auto` measures instead of guessing:
+bf16 matmuls ran at half the fp32 rate, on some AMD EPYCs 0.02x (no bf16 flags), on others 2.5x. So `auto` measures:
 
-* CPU: a short measurement (~0.3 s on an idle machine) of bf16 and fp32 matmuls at the model's own shapes (the
-  feed-forward matmuls of a micro-batch, forward and a weight gradient), the two dtypes alternated and
-  the best of several rounds kept, on the process's torch thread count. bf16 is chosen only when its matmuls are
-  at least `BF16_MIN_SPEEDUP` times faster than fp32's: under autocast the casts of weights and activations and
-  the fp32 softmax / LayerNorm around the matmuls eat a small lead.
+* CPU: bf16 and fp32 matmuls at FIXED shapes (`DECISION_SHAPES`, a transformer-base feed-forward at 512 rows, not the
+  model's: a decision per shape made one process run one batching in bf16 and the next in fp32), the two dtypes
+  alternated round by round and the BEST of at least `MIN_ROUNDS` rounds kept (load from other processes slows rounds,
+  it cannot speed one up), on the process's torch thread count. bf16 is chosen only when it is at least
+  `BF16_MIN_SPEEDUP` (1.5x) faster: a wide margin, so a busy machine does not flip the choice (measured:
+  docs/scale-out.md "Precision"). A cheap probe first (`PROBE_SHAPES`): a CPU where bf16 is far slower there
+  (under `PROBE_CLEARLY_SLOWER`) is decided without the full measurement, which would take seconds on it.
 * CUDA: bf16 where the GPU supports it, else fp32 (no measurement).
 * Explicit `bf16` / `fp32` are taken as given; `fp16` is GPU-only (CPU autocast has no fp16 loss scaling): an error.
 
-The measurement is cached per process (a dict) and across processes in a small JSON file keyed by CPU model,
-its bf16 flags, torch version, thread count and shapes (`$METAXLM_PRECISION_CACHE`, default
-`~/.cache/metaxlm/precision.json`; set it to `off` to measure every time), so later runs on the same machine
-start without measuring. A measurement during which the process got less than `BUSY_CPU_SHARE` of its threads' CPU
-time (another job had the cores) decides only for this process and is not written to the file: a starved
-measurement would otherwise decide every later run on the machine. Several processes of one run (DDP) must train
-in the same precision: when torch.distributed is initialized, rank 0 decides (measures or reads the cache) and
-broadcasts its choice to the other ranks (`training_accelerator` initializes the process group first, so the engine gets this for free).
+Once decided: the first `auto` decision of a process is its only one (`_decided`: a second call never decides
+otherwise, whatever the model or the load); the measurement is cached across processes in a small JSON file keyed by
+CPU model, its bf16 flags, torch version and thread count (`$METAXLM_PRECISION_CACHE`, default
+`~/.cache/metaxlm/precision.json`; `off` to measure every time), except a measurement during which the process got
+less than `BUSY_CPU_SHARE` of its threads' CPU time (it decides for this process only). `$METAXLM_PRECISION_AUTO`
+(bf16 / fp32), when set, IS the decision: a run sets it for the processes it starts, a user for a whole job. A run
+(`metaxlm run` and the stage commands) decides at its first invocation and records the decision in run_info.json
+(`run_precision`); every later invocation — a resumed run, on this machine or another — keeps it. Several processes
+of one run (DDP) train in rank 0's decision (broadcast).
 
 Every resolution reports why: `PrecisionChoice.reason` names the measured GFLOP/s of each dtype, and the first
 `auto` choice of a process is printed to stderr.
@@ -38,19 +42,23 @@ from typing import Literal
 
 import torch
 
+from metaxlm.compute.devices import SIMULATED, compute_device, simulating
 from metaxlm.config import PRECISIONS
 from metaxlm.errors import ConfigError
 from metaxlm.run.info import cpu_bf16_flags, cpu_model
 
-BF16_MIN_SPEEDUP = 1.2  # bf16 matmuls must beat fp32 by this factor for `auto` to pick bf16 on a CPU
-MEASURE_TOKENS = 1024   # rows of the measured matmuls: enough for full-speed kernels, cheap to run
-MEASURE_BUDGET_S = 0.2  # time spent timing (after one warm-up round); at least MIN_ROUNDS rounds
-MIN_ROUNDS = 2
+BF16_MIN_SPEEDUP = 1.5  # bf16 matmuls must beat fp32 by this factor for `auto` to pick bf16 on a CPU
+PROBE_CLEARLY_SLOWER = 0.5  # bf16 under this fraction of fp32 at the probe: fp32 without the full measurement
+MEASURE_BUDGET_S = 0.3  # time spent timing (after one warm-up round); at least MIN_ROUNDS rounds
+MIN_ROUNDS = 5
+MAX_ROUNDS = 50
 BUSY_CPU_SHARE = 0.5    # a measurement that got less of its threads' CPU than this is not cached (a loaded machine)
+AUTO_ENV = "METAXLM_PRECISION_AUTO"  # bf16 / fp32: the `auto` decision given (a run's, for its processes)
 Shape = tuple[int, int, int]  # (m, k, n): an (m×k) @ (k×n) matmul
 
 _AUTOCAST_DTYPES = {"bf16": torch.bfloat16, "fp16": torch.float16, "fp32": None}
 _process_cache: dict[str, tuple[dict[str, float], str]] = {}  # key -> (GFLOP/s per dtype, when measured)
+_decided: dict[str, PrecisionChoice] = {}  # device type -> this process's `auto` decision (its only one)
 _announced: set[str] = set()
 
 
@@ -63,7 +71,7 @@ class PrecisionChoice:
     device: str                 # "cpu" or "cuda"
     reason: str
     gflops: dict[str, float] | None = None  # measured matmul GFLOP/s per dtype ("bf16", "fp32"), CPU auto only
-    source: Literal["config", "measured", "cached", "gpu", "rank0"] = "config"
+    source: Literal["config", "measured", "cached", "gpu", "rank0", "run"] = "config"
 
     @property
     def autocast_dtype(self) -> torch.dtype | None:
@@ -89,25 +97,18 @@ class PrecisionChoice:
 
 
 # -- the measurement ---------------------------------------------------------------------------------------
-def matmul_shapes(hidden: int, ffn: int, tokens: int = MEASURE_TOKENS) -> list[Shape]:
-    """The dense matmuls that dominate a transformer layer, on `tokens` rows (capped at MEASURE_TOKENS): the
-    feed-forward pair (hidden→ffn, ffn→hidden) and a weight gradient (ffn×tokens @ tokens×hidden)."""
-    m = max(1, min(tokens, MEASURE_TOKENS))
-    return [(m, hidden, ffn), (m, ffn, hidden), (ffn, m, hidden)]
-
-
-def model_matmul_shapes(model, tokens: int = MEASURE_TOKENS) -> list[Shape]:
-    """`matmul_shapes` of an HF model (config.hidden_size / intermediate_size; BERT-sized defaults)."""
-    config = getattr(model, "config", None)
-    hidden = int(getattr(config, "hidden_size", 0) or 384)
-    ffn = int(getattr(config, "intermediate_size", 0) or 4 * hidden)
-    return matmul_shapes(hidden, ffn, tokens)
+# the shapes `auto` decides at, whatever the model: a transformer-base feed-forward (768 → 3072 → 768) at 512 rows
+# and its weight gradient; the probe: one small-model feed-forward matmul
+DECISION_SHAPES: list[Shape] = [(512, 768, 3072), (512, 3072, 768), (3072, 512, 768)]
+PROBE_SHAPES: list[Shape] = [(256, 384, 1536)]
 
 
 def measure_matmul_gflops(shapes: Sequence[Shape], dtypes: Sequence[str] = ("bf16", "fp32"), *,
-                          budget_s: float = MEASURE_BUDGET_S, min_rounds: int = MIN_ROUNDS) -> dict[str, float]:
+                          budget_s: float = MEASURE_BUDGET_S, min_rounds: int = MIN_ROUNDS,
+                          max_rounds: int = MAX_ROUNDS) -> dict[str, float]:
     """GFLOP/s of each dtype over `shapes` (all shapes once per round; best round of each dtype). The dtypes
-    alternate round by round, so load from other processes disturbs both alike."""
+    alternate round by round, so load from other processes disturbs both alike; at least `min_rounds` rounds and
+    until `budget_s` has passed (at most `max_rounds`)."""
     gen = torch.Generator().manual_seed(0)
     operands = {d: [(torch.randn(m, k, generator=gen).to(_AUTOCAST_DTYPES[d] or torch.float32),
                      torch.randn(k, n, generator=gen).to(_AUTOCAST_DTYPES[d] or torch.float32)) for m, k, n in shapes]
@@ -125,7 +126,7 @@ def measure_matmul_gflops(shapes: Sequence[Shape], dtypes: Sequence[str] = ("bf1
             one_round(d)
         best = {d: float("inf") for d in dtypes}
         start, rounds = time.perf_counter(), 0
-        while rounds < min_rounds or time.perf_counter() - start < budget_s:
+        while rounds < min_rounds or (time.perf_counter() - start < budget_s and rounds < max_rounds):
             for d in dtypes:
                 best[d] = min(best[d], one_round(d))
             rounds += 1
@@ -140,10 +141,10 @@ def _cache_file() -> Path | None:
     return Path(root) / "metaxlm" / "precision.json"
 
 
-def _cache_key(shapes: Sequence[Shape], threads: int) -> str:
+def _cache_key(threads: int) -> str:
     flags = ",".join(cpu_bf16_flags()) or "no bf16 flags"
     return f"{cpu_model()} [{flags}] | torch {torch.__version__} | {threads} threads | " + \
-        " ".join("x".join(map(str, s)) for s in shapes)
+        " ".join("x".join(map(str, s)) for s in DECISION_SHAPES)
 
 
 def _read_cache(path: Path | None, key: str) -> tuple[dict[str, float], str] | None:
@@ -185,24 +186,34 @@ def _wall_and_cpu_seconds() -> tuple[float, float]:
 
 def measured_on_busy_cpu(cpu_seconds: float, wall_seconds: float, threads: int) -> bool:
     """Whether a measurement got less than BUSY_CPU_SHARE of the CPU time its threads could have used. One shorter
-    than half the measuring budget (not the real measurement, which times for the whole budget) is not judged."""
+    than half the measuring budget is not judged."""
     return wall_seconds >= MEASURE_BUDGET_S / 2 and cpu_seconds < BUSY_CPU_SHARE * wall_seconds * max(1, threads)
 
 
-def cpu_matmul_gflops(shapes: Sequence[Shape], *, measure: Callable[[Sequence[Shape]], dict[str, float]] | None = None,
+def decision_rates(measure: Callable[[Sequence[Shape]], dict[str, float]] | None = None) -> dict[str, float]:
+    """bf16 and fp32 GFLOP/s to decide by: the probe's where bf16 is clearly slower there (a CPU without fast bf16
+    is decided in well under a second), else the full measurement at DECISION_SHAPES."""
+    measure = measure or measure_matmul_gflops
+    probe = measure(PROBE_SHAPES)
+    if probe["bf16"] < PROBE_CLEARLY_SLOWER * probe["fp32"]:
+        return probe
+    return measure(DECISION_SHAPES)
+
+
+def cpu_matmul_gflops(*, measure: Callable[[Sequence[Shape]], dict[str, float]] | None = None,
                       cache_file: Path | None | Literal["default"] = "default") -> tuple[dict[str, float], str, str]:
     """(GFLOP/s per dtype, when it was measured, "measured" (now), "busy" (now, on a loaded CPU: kept for this
-    process only) or "cached") for `shapes` on this CPU and thread count, from the process cache, the cache
-    file, or a fresh measurement (then written to both unless busy). To measure again, delete the file (or set
+    process only) or "cached") on this CPU and thread count, from the process cache, the cache file, or a fresh
+    measurement (`decision_rates`, then written to both unless busy). To measure again, delete the file (or set
     METAXLM_PRECISION_CACHE=off)."""
     path = _cache_file() if cache_file == "default" else cache_file
-    key = _cache_key(shapes, torch.get_num_threads())
+    key = _cache_key(torch.get_num_threads())
     if key in _process_cache:
         return *_process_cache[key], "cached"
     found = _read_cache(path, key)
     if found is None:
         wall, cpu = _wall_and_cpu_seconds()
-        rates = (measure or measure_matmul_gflops)(shapes)
+        rates = decision_rates(measure)
         wall, cpu = (now - then for now, then in zip(_wall_and_cpu_seconds(), (wall, cpu), strict=True))
         when = time.strftime("%Y-%m-%d %H:%M:%S")
         _process_cache[key] = rates, when
@@ -230,20 +241,35 @@ def _check(requested: str, device_type: str) -> None:
         raise ConfigError(f"precision must be one of {', '.join(PRECISIONS)}; got {requested!r}")
     if requested == "fp16" and device_type == "cpu":
         raise ConfigError("precision fp16 needs a GPU (CPU autocast has no fp16 loss scaling); use auto, bf16 or fp32")
+    if requested in ("bf16", "fp16") and device_type == SIMULATED.type:
+        raise ConfigError(f"precision {requested}: the simulated device (metaxlm.compute.devices) runs in fp32 only "
+                          f"(torch.autocast knows no such device)")
 
 
-def _decide(requested: str, device_type: str, shapes: Sequence[Shape] | None, measure, cache_file) -> PrecisionChoice:
-    _check(requested, device_type)
-    if requested != "auto":
-        return PrecisionChoice(requested, requested, device_type, f"{requested} as configured")
+def _given_auto() -> str | None:
+    """The decision $METAXLM_PRECISION_AUTO gives (None: unset)."""
+    given = os.environ.get(AUTO_ENV, "").strip().lower()
+    if not given:
+        return None
+    if given not in ("bf16", "fp32"):
+        raise ConfigError(f"{AUTO_ENV}={given!r}: give bf16 or fp32 (the decision `precision: auto` takes)")
+    return given
+
+
+def _decide_auto(device_type: str, measure, cache_file) -> PrecisionChoice:
+    if device_type == SIMULATED.type:
+        return PrecisionChoice("fp32", "auto", device_type, "fp32: the simulated device runs in fp32 only")
+    given = _given_auto()
+    if given is not None:
+        return PrecisionChoice(given, "auto", device_type, f"{given}, as {AUTO_ENV} says (the run's or job's "
+                                                           f"decision)", source="run")
     if device_type == "cuda":
         ok = torch.cuda.is_bf16_supported()
         return PrecisionChoice("bf16" if ok else "fp32", "auto", device_type,
                                f"GPU {torch.cuda.get_device_name()} {'supports' if ok else 'lacks'} bf16", source="gpu")
     if device_type != "cpu":
         return PrecisionChoice("fp32", "auto", device_type, f"no bf16 measurement for device {device_type!r}")
-    shapes = list(shapes or matmul_shapes(384, 1536))
-    rates, when, source = cpu_matmul_gflops(shapes, measure=measure, cache_file=cache_file)
+    rates, when, source = cpu_matmul_gflops(measure=measure, cache_file=cache_file)
     precision, why = choose_from_rates(rates)
     where = {"measured": "measured now",
              "busy": "measured now on a busy CPU: not cached"}.get(source, f"measured {when}, cached")
@@ -251,43 +277,85 @@ def _decide(requested: str, device_type: str, shapes: Sequence[Shape] | None, me
     return PrecisionChoice(precision, "auto", "cpu", reason, dict(rates), "measured" if source == "busy" else source)
 
 
-def resolve_precision(requested: str = "auto", device: torch.device | str | None = None, *,
-                      shapes: Sequence[Shape] | None = None, announce: bool = True,
+def _decide(requested: str, device_type: str, measure, cache_file) -> PrecisionChoice:
+    _check(requested, device_type)
+    if requested != "auto":
+        return PrecisionChoice(requested, requested, device_type, f"{requested} as configured")
+    if device_type not in _decided:  # the process's first `auto` on this device kind is its only decision
+        _decided[device_type] = _decide_auto(device_type, measure, cache_file)
+    return _decided[device_type]
+
+
+def resolve_precision(requested: str = "auto", device: torch.device | str | None = None, *, announce: bool = True,
                       measure: Callable[[Sequence[Shape]], dict[str, float]] | None = None,
                       cache_file: Path | None | Literal["default"] = "default") -> PrecisionChoice:
-    """The precision to run in on `device` (default: cuda if available, else cpu) for a requested one.
+    """The precision to run in on `device` (default: the device every loop runs on) for a requested one.
 
-    `shapes`: the model's matmuls (`model_matmul_shapes(model, tokens)`), for `auto` on a CPU. Under
-    torch.distributed with several processes, `auto` is decided on rank 0 and broadcast (every rank must call
-    this, as with any collective). `measure` replaces the measurement (tests); `cache_file`: a path, None for no
-    file, "default" for `$METAXLM_PRECISION_CACHE` / ~/.cache/metaxlm/precision.json.
+    `auto` is decided once per process (see the module docstring). Under torch.distributed with several
+    processes, `auto` is decided on rank 0 and broadcast (every rank must call this, as with any collective).
+    `measure` replaces the matmul measurement (tests); `cache_file`: a path, None for no file, "default" for
+    `$METAXLM_PRECISION_CACHE` / ~/.cache/metaxlm/precision.json.
     """
-    device_type = torch.device(device).type if device is not None else ("cuda" if torch.cuda.is_available() else "cpu")
+    device_type = torch.device(device).type if device is not None else compute_device().type
     _check(requested, device_type)  # before any collective: a bad value fails on every rank alike
     dist = torch.distributed
     if requested == "auto" and dist.is_available() and dist.is_initialized() and dist.get_world_size() > 1:
         box: list = [None]
         if dist.get_rank() == 0:
-            box[0] = asdict(_decide(requested, device_type, shapes, measure, cache_file))
+            box[0] = asdict(_decide(requested, device_type, measure, cache_file))
         dist.broadcast_object_list(box, src=0)
         fields = box[0] if dist.get_rank() == 0 else \
             {**box[0], "source": "rank0", "reason": box[0]["reason"] + " (decided on rank 0)"}
         choice = PrecisionChoice(**fields)
+        _decided[device_type] = choice
     else:
-        choice = _decide(requested, device_type, shapes, measure, cache_file)
+        choice = _decide(requested, device_type, measure, cache_file)
     if announce and requested == "auto" and choice.reason not in _announced:
         _announced.add(choice.reason)
         print(f"precision auto -> {choice.precision}: {choice.reason}", file=sys.stderr, flush=True)
     return choice
 
 
-def precision_for(model, requested: str = "auto", *, tokens: int, device: torch.device | str | None = None,
+def precision_for(model, requested: str = "auto", *, device: torch.device | str | None = None,
                   announce: bool = True) -> PrecisionChoice:
     """The one resolver every loop calls (pretraining, fine-tuning, inference, probes): `requested` for `model` on
-    `device` (default: the model's), `auto` decided for the model's matmul shapes at `tokens` rows per batch."""
+    `device` (default: the model's); `auto` is the process's one decision."""
     if device is None:
         device = next(model.parameters()).device
-    return resolve_precision(requested, device, shapes=model_matmul_shapes(model, tokens), announce=announce)
+    return resolve_precision(requested, device, announce=announce)
+
+
+def auto_decision() -> PrecisionChoice | None:
+    """This process's `auto` decision on the device every loop runs on, None if it made none (for a record)."""
+    return _decided.get(compute_device().type)
+
+
+def run_precision(output_dir: str | Path, *, say: bool = True) -> PrecisionChoice:
+    """The `auto` decision of the run in `output_dir`: made at its first invocation (`resolve_precision`) and
+    recorded in its run_info.json ("precision"), then kept by every later invocation — a resumed run, perhaps on
+    another machine where `auto` would decide otherwise — and handed to the processes it starts
+    (`$METAXLM_PRECISION_AUTO`). Call it once per invocation, before any loop, on the main process."""
+    from metaxlm.run.info import read_run_precision, record_run_precision
+
+    recorded = read_run_precision(output_dir)
+    if recorded is None:
+        choice = resolve_precision("auto", announce=say)
+        record_run_precision(output_dir, {"auto": choice.precision, "reason": choice.reason, "source": choice.source,
+                                          "device": choice.device, "cpu": cpu_model(),
+                                          "threads": torch.get_num_threads(),
+                                          "decided": time.strftime("%Y-%m-%d %H:%M:%S")})
+    else:
+        here = None if recorded["auto"] == (_given_auto() or recorded["auto"]) else _given_auto()
+        choice = PrecisionChoice(recorded["auto"], "auto", compute_device().type,
+                                 f"{recorded['auto']}, as this run decided on {recorded.get('decided', '?')} "
+                                 f"({recorded.get('reason', '')}); kept on resume", source="run")
+        if say:
+            print(f"precision auto -> {choice.precision}: {choice.reason}"
+                  + (f" (not {AUTO_ENV}={here})" if here else ""), file=sys.stderr, flush=True)
+            _announced.add(choice.reason)
+    os.environ[AUTO_ENV] = choice.precision  # this process's later loops and the processes it starts
+    _decided[compute_device().type] = choice
+    return choice
 
 
 def resume_precision(began_in: str | None, choice: PrecisionChoice, *, what: str = "the run",
@@ -311,28 +379,26 @@ def resume_precision(began_in: str | None, choice: PrecisionChoice, *, what: str
                            f"{choice.precision}: {choice.reason})", source="config")
 
 
-def training_accelerator(requested: str = "auto", *, model=None, tokens: int = MEASURE_TOKENS,
-                         shapes: Sequence[Shape] | None = None, began_in: str | None = None, **accelerator_kwargs):
+def training_accelerator(requested: str = "auto", *, began_in: str | None = None, **accelerator_kwargs):
     """(accelerate.Accelerator, PrecisionChoice) for a training run: the process group is initialized first
     (accelerate's PartialState), so that `auto` is decided once on rank 0 and every process gets the same
-    precision (`precision_for` of `model` at `tokens` rows, or explicit `shapes`); then the Accelerator is built
-    with it (autocast through `acc.autocast()`). `began_in`: the precision a resumed run began in, kept where the
-    choice here differs (another CPU kind) and it can run here, so the run continues as it began."""
+    precision; then the Accelerator is built with it (autocast through `acc.autocast()`). `began_in`: the precision
+    a resumed run began in, kept where the choice here differs (another CPU kind) and it can run here, so the run
+    continues as it began."""
     from accelerate import Accelerator, PartialState
     from accelerate.state import AcceleratorState
 
     from metaxlm.run.processes import process_group_kwargs
 
     cpu = not torch.cuda.is_available()
-    _check(requested, "cpu" if cpu else "cuda")  # before any process-group set-up
+    device_type = compute_device().type if simulating() else "cpu" if cpu else "cuda"
+    _check(requested, device_type)  # before any process-group set-up
     state = PartialState(cpu=cpu, **process_group_kwargs())  # several processes: METAXLM_COLLECTIVE_TIMEOUT
-    if model is not None:
-        shapes = model_matmul_shapes(model, tokens)
-    choice = resume_precision(began_in, resolve_precision(requested, state.device, shapes=shapes,
-                                                          announce=state.is_main_process),
+    device = compute_device() if simulating() else state.device
+    choice = resume_precision(began_in, resolve_precision(requested, device, announce=state.is_main_process),
                               say=state.is_main_process)
     # accelerate keeps one AcceleratorState per process and refuses a second precision; an earlier run of this
-    # process (another variant, whose `auto` chose otherwise for its shapes) may have set one: start it anew
+    # process (another variant, with an explicit precision of its own) may have set one: start it anew
     if AcceleratorState._shared_state.get("_mixed_precision") not in (None, choice.mixed_precision):
         AcceleratorState._reset_state()
     return Accelerator(cpu=cpu, mixed_precision=choice.mixed_precision, **accelerator_kwargs), choice

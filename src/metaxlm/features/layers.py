@@ -70,14 +70,14 @@ def truncated_encoder(model, n_layers: int) -> nn.Module:
     return model.base_model if arch is None else arch.truncated_encoder(model, n_layers)
 
 
-def inference_precision(model, precision: str = "auto", batch_tokens: int = 2048) -> str:
-    """The concrete precision ("bf16", "fp32" or "native") for `precision`; "auto" is decided by
-    metaxlm.compute.precision for the model's matmul shapes on its device (measured once per process)."""
+def inference_precision(model, precision: str = "auto") -> str:
+    """The concrete precision ("bf16", "fp32" or "native") for `precision`; "auto" is the process's one decision
+    (metaxlm.compute.precision) on the model's device."""
     if precision not in PROBE_PRECISIONS:
         raise ConfigError(f"precision must be one of {', '.join(PROBE_PRECISIONS)}; got {precision!r}")
     if precision == "native":
         return precision
-    return precision_for(model, precision, tokens=batch_tokens).precision
+    return precision_for(model, precision).precision
 
 
 @contextmanager

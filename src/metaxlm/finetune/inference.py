@@ -33,10 +33,10 @@ class HasOutputs(Protocol):
     token_outputs: bool            # per-token outputs, cut to each feature's length
 
 
-def resolved_precision(model, hp: Hyperparameters, device: torch.device, batch_size: int) -> PrecisionChoice:
-    """hp.precision on `device` (metaxlm.compute.precision.precision_for) for batches of `batch_size` features: what
-    training, inference and generation of a task run in."""
-    return precision_for(model, hp.precision, tokens=batch_size * hp.max_seq_len, device=device)
+def resolved_precision(model, hp: Hyperparameters, device: torch.device) -> PrecisionChoice:
+    """hp.precision on `device` (metaxlm.compute.precision.precision_for): what training, inference and generation
+    of a task run in (`auto`: the process's one decision)."""
+    return precision_for(model, hp.precision, device=device)
 
 
 def kept_precision(precisions: dict[str, str] | None, part: str, chosen: PrecisionChoice) -> PrecisionChoice:
@@ -82,7 +82,7 @@ def predict_outputs(model, task: HasOutputs, features: list[Feature], hp: Hyperp
     device = compute_device()
     model.to(device).eval()
     pad_id = task.tokenizer.pad_token_id if task.tokenizer.pad_token_id is not None else 0
-    precision = resolved_precision(model, hp, device, hp.eval_batch_size)
+    precision = resolved_precision(model, hp, device)
     batches = length_sorted_batches([len(f["input_ids"]) for f in features], hp.eval_batch_size, hp.eval_batch_tokens)
     results: list[tuple[np.ndarray, ...] | None] = [None] * len(features)
     for chunk in tqdm(batches, desc=desc, unit="batch", disable=not progress, leave=False):

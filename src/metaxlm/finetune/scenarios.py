@@ -335,7 +335,7 @@ class _Runner:
         `precisions` holds for "test" (a resumed run's), else the one chosen here (then recorded there)."""
         spec = self.spec
         hp = spec.hyperparameters
-        chosen = kept_precision(precisions, "test", resolved_precision(model, hp, compute_device(), hp.eval_batch_size))
+        chosen = kept_precision(precisions, "test", resolved_precision(model, hp, compute_device()))
         hp = hp.model_copy(update={"precision": chosen.precision})
         scores, reports, collapsed, predicted = {}, {}, {}, {}
         for lang, examples in tests.items():

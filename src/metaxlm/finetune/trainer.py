@@ -29,9 +29,9 @@ import numpy as np
 import torch
 from tqdm import tqdm
 
+from metaxlm.compute.devices import compute_device
 from metaxlm.compute.fastpath import training_fast_path
 from metaxlm.compute.optim import adamw
-from metaxlm.compute.devices import compute_device
 from metaxlm.errors import MetaXLMError
 from metaxlm.finetune import checkpoint as ckpt
 from metaxlm.finetune.checkpoint import Checkpoints
@@ -150,11 +150,9 @@ def finetune(model, task: Task, train_items: Sequence, hp: Hyperparameters, *, s
                           lr_scales={name: hp.head_lr_scale for name in new})
         schedule = get_linear_schedule_with_warmup(optimizer, int(hp.warmup_ratio * total), total)
         params = [p for p in model.parameters() if p.requires_grad]
-        # the matmul shapes `auto` measures: a token budget's batch is about batch_tokens / max_seq_len rows
-        rows = max(1, hp.batch_tokens // hp.max_seq_len) if hp.batch_tokens else hp.batch_size
         if checkpoints is not None:  # restored from the checkpoint by load_weights: a resumed run keeps it
             precisions = checkpoints.precision
-        precision = kept_precision(precisions, "train", resolved_precision(model, hp, device, rows))
+        precision = kept_precision(precisions, "train", resolved_precision(model, hp, device))
         fast_path = (lambda: training_fast_path(device)) if precision.precision == "fp32" else nullcontext
         step, position = 0, 0
         if found is not None:

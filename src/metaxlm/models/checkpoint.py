@@ -27,6 +27,7 @@ from pathlib import Path
 
 import torch
 
+from metaxlm.compute.devices import to_device
 from metaxlm.compute.sharding import load_optimizer_state
 from metaxlm.errors import MetaXLMError
 from metaxlm.io import (
@@ -120,8 +121,9 @@ def save_checkpoint(ckpt_root: Path, step: int, *, model, optimizer_state: dict,
 def _torch_save(obj, file: Path) -> None:
     # torch.save(obj, path) fails on a full disk with a RuntimeError ("unexpected pos") that has lost the errno;
     # through a Python file object, the OSError(ENOSPC) of the failed write stays in the exception chain
+    # written from the host: a checkpoint of a GPU run loads on a machine without one (and resumes on any device)
     with open(file, "wb") as f:
-        torch.save(obj, f)
+        torch.save(to_device(obj, "cpu"), f)
 
 
 def corruption(path: Path) -> str | None:
@@ -155,7 +157,7 @@ def load_training_state(file: Path) -> dict:
     object, so a pickle that would run code on loading (a tampered file whose checksums were rewritten) never runs:
     it is a CorruptCheckpoint naming the file."""
     try:
-        return torch.load(file, weights_only=True)
+        return torch.load(file, weights_only=True, map_location="cpu")  # the optimizer moves it to its parameters
     except (pickle.UnpicklingError, RuntimeError, EOFError) as err:
         lines = [line for line in str(err).splitlines() if line.strip()] or [type(err).__name__]
         # torch's first line of a refused pickle is generic advice; the next names the object it refused

@@ -379,7 +379,7 @@ def set_up(*, model, tokenizer, train_data: dict, heldout_data: dict, cfg: Train
             raise MetaXLMError(f"--resume: no checkpoint under {layout.ckpt}")
     # a resumed run continues in the precision it began in, also on a CPU where `auto` would choose another
     acc, precision = training_accelerator(
-        cfg.precision, model=model, tokens=min(cfg.batch_size, 16) * cfg.seq_len, began_in=begun_precision(path),
+        cfg.precision, began_in=begun_precision(path),
         kwargs_handlers=[DistributedDataParallelKwargs(broadcast_buffers=False, find_unused_parameters=may_go_unused)])
     check_launch(acc)
     if acc.device.type == "cpu":
@@ -410,6 +410,9 @@ def set_up(*, model, tokenizer, train_data: dict, heldout_data: dict, cfg: Train
     module = ObjectiveModule(model, objectives)
     held, warmup_note, warmup_record = head_warmup_plan(module, new_parameters, cfg)
     sharded = cfg.sharding == "fsdp" and acc.num_processes > 1
+    if sharded and precision.precision == "fp16":
+        raise MetaXLMError("train.precision fp16 with train.sharding=fsdp: the loss scaling fp16 needs is accelerate's, "
+                           "which a module metaxlm shards itself does not get; use bf16 (or sharding: none)")
     if held and sharded:
         raise MetaXLMError("train.head_warmup_steps: the new-head warm-up is not supported with train.sharding=fsdp "
                            "(it holds the body by dropping its gradients between backward and step, which FSDP "

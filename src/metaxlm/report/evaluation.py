@@ -312,6 +312,28 @@ def _training_section(models: list[ModelResult]) -> list[Section]:
                                 "counts the pieces that trained. Runs on several kinds of machine: a row each.")])]
 
 
+def _precision_section(models: list[ModelResult]) -> list[Section]:
+    """Per model: the precision it was pretrained in, and the one its evaluation ran in (results.json "precision";
+    the fine-tuning runs' own are in "Fine-tuning runs")."""
+    rows = []
+    for m in models:
+        recorded = m.data.get("precision")
+        if recorded is None:
+            rows.append([m.name, "not recorded", "not recorded (results written before precision was recorded)"])
+            continue
+        evaluated = recorded.get("evaluate") or DASH
+        if evaluated == "auto":
+            evaluated = f"auto → {recorded['auto']}" if recorded.get("auto") else "auto (not resolved: no probe ran)"
+        rows.append([m.name, recorded.get("pretrained") or "not by this run", evaluated])
+    if not rows:
+        return []
+    return [Section("Precision", [Table(
+        ["model", "pretrained in", "evaluated in (evaluate.precision)"], rows, text_columns=3,
+        caption="`auto` is decided once per run (by measurement on a CPU, bf16 only at 1.5x fp32's speed; bf16 on a "
+                "GPU that has it), recorded in run_info.json and kept on resume; each fine-tuning run's train/test "
+                "precision is in the table above.")])]
+
+
 def _feature_sections(models: list[ModelResult], fig_dir: Path, colors: dict[str, str]) -> list[Section]:
     sections = []
     retrieval: dict[str, dict] = {}
@@ -524,7 +546,7 @@ def write_report(run_dirs: list[Path], out_dir: Path | None = None) -> dict:
         sections = (limits_section(final) + (_overview(results, final) if results else [])
                     + findings_section(runs[0], results, out)
                     + comparison_sections(final, runs[0], fig_dir, colors) + _task_sections(final, fig_dir, colors)
-                    + _curve_sections(final, fig_dir, colors) + _example_sections(final) + _training_section(final)
+                    + _curve_sections(final, fig_dir, colors) + _example_sections(final) + _training_section(final) + _precision_section(final)
                     + _feature_sections(final, fig_dir, colors)
                     + _steps_section(results, fig_dir, colors) + _transfer_sections(final, fig_dir)
                     + _pretraining_sections(runs, fig_dir, colors, report_variant_names(runs, results))

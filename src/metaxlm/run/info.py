@@ -154,9 +154,28 @@ def write_run_info(output_dir: str | Path, config: BaseModel, argv: list[str] | 
     _CURRENT[str(out)] = f"{started}/{os.getpid()}/{uuid.uuid4().hex[:8]}"
     with _locked_run_info(out) as info:
         earlier = info.get("invocations", [])
+        decided = {"precision": info["precision"]} if "precision" in info else {}  # the run's, not the invocation's
         info.clear()
-        info.update({**this, "versions": package_versions(), "platform": platform.platform(),
+        info.update({**this, "versions": package_versions(), "platform": platform.platform(), **decided,
                      "invocations": [*earlier, {"id": _CURRENT[str(out)], **this, "finished": None}]})
+
+
+def read_run_precision(output_dir: str | Path) -> dict | None:
+    """The `precision: auto` decision the run recorded at its first invocation (metaxlm.compute.precision
+    .run_precision), None if none."""
+    try:
+        found = json.loads(RunDir(Path(output_dir)).run_info.read_text()).get("precision")
+    except (OSError, ValueError):
+        return None
+    return found if isinstance(found, dict) and found.get("auto") in ("bf16", "fp32") else None
+
+
+def record_run_precision(output_dir: str | Path, decision: dict) -> None:
+    """Record the run's `auto` decision in run_info.json (kept by every later invocation)."""
+    out = Path(output_dir)
+    out.mkdir(parents=True, exist_ok=True)
+    with _locked_run_info(out) as info:
+        info.setdefault("precision", decision)
 
 
 def _update_invocation(output_dir: str | Path, stage_seconds: dict[str, float], finished: bool,

@@ -109,7 +109,7 @@ class TranslationTask(Task):
 
         device = compute_device()
         model.to(device)
-        precision = resolved_precision(model, hp, device, hp.eval_batch_size)
+        precision = resolved_precision(model, hp, device)
         return generate_translations(model, self.tokenizer, [ex.source for ex in examples], num_beams=hp.num_beams,
                                      length_penalty=hp.length_penalty, no_repeat_ngram_size=hp.no_repeat_ngram_size,
                                      max_new_tokens=hp.max_new_tokens,
