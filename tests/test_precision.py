@@ -154,31 +154,35 @@ def test_the_best_round_decides_so_a_load_in_some_rounds_does_not(monkeypatch):
 
 
 BUSY_CHILD = textwrap.dedent("""
-    import torch
+    import sys
     from metaxlm.compute import precision as P
     choice = P.resolve_precision("auto", "cpu", announce=False, cache_file=None)
-    print("CHOICE", choice.precision, round(choice.gflops["bf16"] / choice.gflops["fp32"], 3), flush=True)
+    ratio = round(choice.gflops["bf16"] / choice.gflops["fp32"], 3)
+    P._decided.clear()  # the run's decision: the first child's recorded, the second's read back (a resumed run)
+    run = P.run_precision(sys.argv[1], say=False)
+    print("CHOICE", choice.precision, ratio, run.precision, run.source, flush=True)
 """)
 
 
 def test_two_processes_on_a_loaded_cpu_decide_the_same(tmp_path):
-    """A busy process on the machine (spinning matmuls on every core), then two processes measuring for themselves
+    """A busy process beside the test (a thread spinning matmuls), then two processes measuring for themselves
     (no cache file): the same decision. With the 1.5x margin and the best of several rounds, a CPU's answer does not
     flip under load (on a CPU whose idle ratio sits at the threshold it could: none has been seen; the ratios here
-    are printed in the assertion)."""
+    are printed in the assertion). The second process resumes the run the first began: it keeps the run's decision."""
     env = {k: v for k, v in os.environ.items() if k != P.AUTO_ENV}
     env.update(PYTHONPATH=str(REPO / "src"), METAXLM_PRECISION_CACHE="off", OMP_NUM_THREADS="1")
-    busy = subprocess.Popen([sys.executable, "-c", "import torch\ntorch.set_num_threads(2)\nx = torch.randn(512, 512)\n"
+    busy = subprocess.Popen([sys.executable, "-c", "import torch\ntorch.set_num_threads(1)\nx = torch.randn(512, 512)\n"
                              "while True:\n    x @ x"], env=env)
     try:
-        outs = [subprocess.run([sys.executable, "-c", BUSY_CHILD], env=env, capture_output=True, text=True,
-                               timeout=180) for _ in range(2)]
+        outs = [subprocess.run([sys.executable, "-c", BUSY_CHILD, str(tmp_path / "run")], env=env,
+                               capture_output=True, text=True, timeout=180) for _ in range(2)]
     finally:
         busy.kill()
         busy.wait()
     assert all(o.returncode == 0 for o in outs), [o.stderr[-2000:] for o in outs]
     choices = [next(ln.split()[1:] for ln in o.stdout.splitlines() if ln.startswith("CHOICE")) for o in outs]
     assert choices[0][0] == choices[1][0], choices
+    assert choices[0][2] == choices[0][0] and choices[1][2:] == [choices[0][0], "run"], choices
 
 
 def test_a_run_decides_once_records_it_and_keeps_it_on_resume(monkeypatch, tmp_path, capsys):

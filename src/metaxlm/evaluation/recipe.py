@@ -400,10 +400,8 @@ def evaluated_precision(ecfg: EvalConfig, target: ModelToEvaluate) -> dict:
     pretrained = None
     if summary is not None and summary.is_file():
         pretrained = (json.loads(summary.read_text(encoding="utf-8")).get("precision") or {}).get("precision")
-    decided = auto_decision()
-    return {"pretrained": pretrained, "evaluate": ecfg.precision,
-            "auto": None if decided is None else decided.precision,
-            "auto_reason": None if decided is None else decided.reason}
+    decided = auto_decision()  # the run's decision (its reason, which says when, is in run_info.json)
+    return {"pretrained": pretrained, "evaluate": ecfg.precision, "auto": None if decided is None else decided.precision}
 
 
 
