@@ -463,3 +463,22 @@ def test_the_cpu_is_named_with_its_family_and_model(tmp_path):
     info.write_text("processor\t: 0\nmodel name\t: ARMv8 Processor\n")
     assert cpu_model(info) == "ARMv8 Processor"
     assert cpu_model(tmp_path / "absent")  # platform's name for it, never an error
+
+
+def test_a_second_run_in_one_process_and_a_run_moved_to_another_device_kind_decide_for_themselves(monkeypatch,
+                                                                                                  tmp_path):
+    from metaxlm.run.info import read_run_precision, record_run_precision
+
+    use_rates(monkeypatch, bf16=800.0, fp32=160.0)  # this machine: bf16
+    record_run_precision(tmp_path / "elsewhere", {"auto": "fp32", "device": "cpu", "reason": "measured elsewhere"})
+    assert P.run_precision(tmp_path / "elsewhere").precision == "fp32"  # resumed: kept, and set for its processes
+    fresh = P.run_precision(tmp_path / "new")  # the next run of this process (the API): not the first run's
+    assert fresh.precision == "bf16" and read_run_precision(tmp_path / "new")["auto"] == "bf16"
+
+    new_process(monkeypatch)  # another machine
+    monkeypatch.delenv(P.AUTO_ENV)
+    monkeypatch.setenv("METAXLM_PRECISION_CACHE", "off")
+    record_run_precision(tmp_path / "gpu", {"auto": "bf16", "device": "cuda", "reason": "GPU supports bf16"})
+    use_rates(monkeypatch, bf16=3.0, fp32=160.0)
+    moved = P.run_precision(tmp_path / "gpu")  # begun on a GPU, continued on a CPU: this device's own answer
+    assert moved.precision == "fp32" and read_run_precision(tmp_path / "gpu")["auto"] == "bf16"

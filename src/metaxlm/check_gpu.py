@@ -422,18 +422,28 @@ def measure_finetune_resume(model_dir: Path, bench: Workbench, settings: CheckSe
                  on_step=on_step)
         return {k: v.detach().float().cpu() for k, v in model.state_dict().items()}
 
-    whole = run(work / "finetune-whole", stop=False)
+    from torch.nn.attention import SDPBackend, sdpa_kernel
+
+    # deterministic kernels (the math attention, cuBLAS's fixed workspace set by main), so that a difference is the
+    # resume's and not a GPU's atomics: an unrestored dropout state moves weights by about lr, like such noise
+    deterministic = torch.are_deterministic_algorithms_enabled()
+    torch.use_deterministic_algorithms(True, warn_only=True)
     try:
-        run(work / "finetune-resumed", stop=True)
-        raise RuntimeError("the fine-tuning meant to stop ran to its end")
-    except _Stopped:
-        pass
-    random.seed(12345)  # what a new process would have: nothing of the stopped run's generators
-    np.random.seed(12345)
-    torch.manual_seed(12345)
-    if torch.cuda.is_available():
-        torch.cuda.manual_seed_all(12345)
-    resumed = run(work / "finetune-resumed", stop=False)
+        with sdpa_kernel(SDPBackend.MATH):
+            whole = run(work / "finetune-whole", stop=False)
+            try:
+                run(work / "finetune-resumed", stop=True)
+                raise RuntimeError("the fine-tuning meant to stop ran to its end")
+            except _Stopped:
+                pass
+            random.seed(12345)  # what a new process would have: nothing of the stopped run's generators
+            np.random.seed(12345)
+            torch.manual_seed(12345)
+            if torch.cuda.is_available():
+                torch.cuda.manual_seed_all(12345)
+            resumed = run(work / "finetune-resumed", stop=False)
+    finally:
+        torch.use_deterministic_algorithms(deterministic)
     largest = max(float((whole[k] - resumed[k]).abs().max()) for k in whole)
     if largest > 1e-5:
         raise RuntimeError(f"the fine-tuning stopped at step {stop_at} and resumed ends {largest:.3g} away from the "
@@ -743,6 +753,7 @@ def cuda_visible() -> bool:
 
 def main(argv: list[str] | None = None) -> int:
     args = parse_args(argv)
+    os.environ.setdefault("CUBLAS_WORKSPACE_CONFIG", ":4096:8")  # deterministic cuBLAS (the fine-tuning resume check)
     if args.ddp_worker is not None:
         return ddp_worker(args.ddp_worker, args.objectives, args.sharding)
     if args.device == "cpu":

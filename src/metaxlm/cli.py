@@ -54,8 +54,8 @@ def cmd_pretrain(args) -> None:
     root = RunDir.of(cfg).variant(variant).root
     recorded = recorded_invocation(root, cfg, "pretrain") if is_main() else nullcontext()
     with recorded:
-        if is_main():  # the other processes train in rank 0's decision (broadcast)
-            run_precision(root)
+        if is_main():  # the run's decision (its output_dir's); the other processes train in rank 0's (broadcast)
+            run_precision(cfg.output_dir)
         result = run_pretrain(cfg, variant, resume=args.resume, resume_from=args.resume_from,
                               progress=not args.no_progress)
         if is_main():

@@ -147,6 +147,10 @@ class _SimulatedDeviceMode(TorchDispatchMode):
         # the device an op is told to put its output on (a keyword, or positional as in aten.to.device)
         targets = [x.type for x in _flat((args, kwargs)) if isinstance(x, torch.device)]
         arrives = SIMULATED.type in targets
+        generator = kwargs.get("generator")
+        if (arrives or here) and generator is not None and generator.device.type == "cpu":
+            raise DeviceMismatch(f"{func}: a CPU generator draws on the device: on a GPU this fails with 'Expected a "
+                                 f"'cuda' device type for generator'")
         leaves = "cpu" in targets
 
         def unwrap(x):
@@ -188,11 +192,15 @@ def simulated_device() -> Iterator[torch.device]:
     from accelerate import Accelerator
 
     real = Accelerator.__dict__["device"]
+    swapping = torch.__future__.get_swap_module_params_on_conversion()
     _simulating.append(True)
     Accelerator.device = property(lambda self: SIMULATED)  # what the engine (and accelerate's prepare) place on
+    # module.to(device) converts each parameter in place, as for CUDA (else tied weights would come untied)
+    torch.__future__.set_swap_module_params_on_conversion(True)
     try:
         with _ConstructOnHost(), _SimulatedDeviceMode():
             yield SIMULATED
     finally:
+        torch.__future__.set_swap_module_params_on_conversion(swapping)
         Accelerator.device = real
         _simulating.pop()

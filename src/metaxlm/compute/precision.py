@@ -59,6 +59,7 @@ Shape = tuple[int, int, int]  # (m, k, n): an (m×k) @ (k×n) matmul
 _AUTOCAST_DTYPES = {"bf16": torch.bfloat16, "fp16": torch.float16, "fp32": None}
 _process_cache: dict[str, tuple[dict[str, float], str]] = {}  # key -> (GFLOP/s per dtype, when measured)
 _decided: dict[str, PrecisionChoice] = {}  # device type -> this process's `auto` decision (its only one)
+_set_by_a_run: str | None = None  # the $METAXLM_PRECISION_AUTO value `run_precision` set in this process
 _announced: set[str] = set()
 
 
@@ -260,6 +261,9 @@ def _decide_auto(device_type: str, measure, cache_file) -> PrecisionChoice:
     if device_type == SIMULATED.type:
         return PrecisionChoice("fp32", "auto", device_type, "fp32: the simulated device runs in fp32 only")
     given = _given_auto()
+    if given == "bf16" and device_type == "cuda" and not torch.cuda.is_bf16_supported():
+        return PrecisionChoice("fp32", "auto", device_type, f"fp32: {AUTO_ENV}=bf16, but GPU "
+                                                            f"{torch.cuda.get_device_name()} lacks bf16", source="gpu")
     if given is not None:
         return PrecisionChoice(given, "auto", device_type, f"{given}, as {AUTO_ENV} says (the run's or job's "
                                                            f"decision)", source="run")
@@ -288,18 +292,22 @@ def _decide(requested: str, device_type: str, measure, cache_file) -> PrecisionC
 
 def resolve_precision(requested: str = "auto", device: torch.device | str | None = None, *, announce: bool = True,
                       measure: Callable[[Sequence[Shape]], dict[str, float]] | None = None,
-                      cache_file: Path | None | Literal["default"] = "default") -> PrecisionChoice:
+                      cache_file: Path | None | Literal["default"] = "default",
+                      collective: bool = False) -> PrecisionChoice:
     """The precision to run in on `device` (default: the device every loop runs on) for a requested one.
 
-    `auto` is decided once per process (see the module docstring). Under torch.distributed with several
-    processes, `auto` is decided on rank 0 and broadcast (every rank must call this, as with any collective).
+    `auto` is decided once per process (see the module docstring). `collective` (a training run's set-up, where
+    every process calls this): under torch.distributed with several processes, `auto` is decided on rank 0 and
+    broadcast. Other callers decide locally: a rank alone after the others have left (a run's evaluation on the main
+    process) must not wait for them.
     `measure` replaces the matmul measurement (tests); `cache_file`: a path, None for no file, "default" for
     `$METAXLM_PRECISION_CACHE` / ~/.cache/metaxlm/precision.json.
     """
     device_type = torch.device(device).type if device is not None else compute_device().type
     _check(requested, device_type)  # before any collective: a bad value fails on every rank alike
     dist = torch.distributed
-    if requested == "auto" and dist.is_available() and dist.is_initialized() and dist.get_world_size() > 1:
+    if requested == "auto" and collective and dist.is_available() and dist.is_initialized() and \
+            dist.get_world_size() > 1:
         box: list = [None]
         if dist.get_rank() == 0:
             box[0] = asdict(_decide(requested, device_type, measure, cache_file))
@@ -337,7 +345,20 @@ def run_precision(output_dir: str | Path, *, say: bool = True) -> PrecisionChoic
     (`$METAXLM_PRECISION_AUTO`). Call it once per invocation, before any loop, on the main process."""
     from metaxlm.run.info import read_run_precision, record_run_precision
 
+    global _set_by_a_run
+    if _set_by_a_run is not None and os.environ.get(AUTO_ENV) == _set_by_a_run:
+        # an earlier run of this process (the API, a notebook) set it: not a decision given to this run
+        del os.environ[AUTO_ENV]
+        _decided.clear()
     recorded = read_run_precision(output_dir)
+    device_type = compute_device().type
+    if recorded is not None and recorded.get("device", device_type) != device_type:
+        if say:  # CPU → GPU or back: the devices' own answer (a pretraining checkpoint keeps its own precision)
+            print(f"precision: this run decided auto -> {recorded['auto']} on {recorded.get('device')}; here, on "
+                  f"{device_type}, it is decided anew", file=sys.stderr, flush=True)
+        choice = resolve_precision("auto", announce=say)
+        _set_by_a_run = None
+        return choice
     if recorded is None:
         choice = resolve_precision("auto", announce=say)
         record_run_precision(output_dir, {"auto": choice.precision, "reason": choice.reason, "source": choice.source,
@@ -354,7 +375,8 @@ def run_precision(output_dir: str | Path, *, say: bool = True) -> PrecisionChoic
                   + (f" (not {AUTO_ENV}={here})" if here else ""), file=sys.stderr, flush=True)
             _announced.add(choice.reason)
     os.environ[AUTO_ENV] = choice.precision  # this process's later loops and the processes it starts
-    _decided[compute_device().type] = choice
+    _set_by_a_run = choice.precision
+    _decided[device_type] = choice
     return choice
 
 
@@ -395,8 +417,8 @@ def training_accelerator(requested: str = "auto", *, began_in: str | None = None
     _check(requested, device_type)  # before any process-group set-up
     state = PartialState(cpu=cpu, **process_group_kwargs())  # several processes: METAXLM_COLLECTIVE_TIMEOUT
     device = compute_device() if simulating() else state.device
-    choice = resume_precision(began_in, resolve_precision(requested, device, announce=state.is_main_process),
-                              say=state.is_main_process)
+    choice = resume_precision(began_in, resolve_precision(requested, device, announce=state.is_main_process,
+                                                          collective=True), say=state.is_main_process)
     # accelerate keeps one AcceleratorState per process and refuses a second precision; an earlier run of this
     # process (another variant, with an explicit precision of its own) may have set one: start it anew
     if AcceleratorState._shared_state.get("_mixed_precision") not in (None, choice.mixed_precision):

@@ -384,24 +384,25 @@ def evaluate_model(cfg: RunConfig, target: ModelToEvaluate, *, progress: bool = 
                     spec, ecfg)
             except ConfigError as err:
                 raise ConfigError(f"evaluate.alignment.{name}: {err}") from None
-    results["precision"] = evaluated_precision(ecfg, target)
+    results["precision"] = evaluated_precision(cfg, target)
     with _writing_results(out / RESULTS_FILE):
         write_results(out / RESULTS_FILE, results)
     return results
 
 
-def evaluated_precision(ecfg: EvalConfig, target: ModelToEvaluate) -> dict:
+def evaluated_precision(cfg: RunConfig, target: ModelToEvaluate) -> dict:
     """What results.json says of precision: the model's pretraining precision (its summary.json; None for a model
     from elsewhere), evaluate.precision, and what `auto` decided in this run (each fine-tuning run records its own
     train/test precision beside its scores)."""
     from metaxlm.compute.precision import auto_decision
 
-    summary = target.model_dir.parent / "summary.json" if target.variant else None
+    summary = RunDir.of(cfg).variant(target.variant).summary if target.variant else None
     pretrained = None
     if summary is not None and summary.is_file():
         pretrained = (json.loads(summary.read_text(encoding="utf-8")).get("precision") or {}).get("precision")
     decided = auto_decision()  # the run's decision (its reason, which says when, is in run_info.json)
-    return {"pretrained": pretrained, "evaluate": ecfg.precision, "auto": None if decided is None else decided.precision}
+    return {"pretrained": pretrained, "evaluate": cfg.evaluate.precision,
+            "auto": None if decided is None else decided.precision}
 
 
 
