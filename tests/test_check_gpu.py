@@ -123,12 +123,28 @@ def test_ddp_on_two_cpu_processes(dry_run):
     assert measured["tokens_per_s"] > 0 and measured["device"] == "cpu"
 
 
-def test_fsdp_on_two_cpu_processes(dry_run):
-    """The FSDP step (train.sharding=fsdp) in two gloo processes on the dry run's data."""
+def test_the_fsdp_step_launches_sharded_workers(dry_run, monkeypatch):
+    """The FSDP step starts the DDP worker with `--sharding fsdp`, and the worker trains with train.sharding=fsdp
+    (here in this process: one process has nothing to shard, so the run trains whole and says so; FSDP itself in
+    two gloo processes is tests/test_sharding.py's, on GPUs `make gpu-check`'s)."""
+    import subprocess as sp
+
+    from metaxlm.check_gpu import ddp_worker, parse_args
+
     *_, work = dry_run
+    launched = []
+
+    def fake_run(command, **kwargs):
+        launched.append(command)
+        args = parse_args(command[command.index("--ddp-worker"):])
+        assert ddp_worker(args.ddp_worker, args.objectives, args.sharding) == 0
+        return sp.CompletedProcess(command, 0)
+
+    monkeypatch.setattr(sp, "run", fake_run)
     measured = run_ddp(work, "mlm", 2, sharding="fsdp")
-    assert "error" not in measured, measured
-    assert measured["processes"] == 2 and measured["sharding"] == "fsdp" and measured["tokens_per_s"] > 0
+    assert launched and launched[0][-2:] == ["--sharding", "fsdp"] and "--nproc-per-node=2" in launched[0]
+    assert "error" not in measured and measured["objective"] == "mlm" and measured["tokens_per_s"] > 0
+    assert (work / "ddp" / "mlm-fsdp.json").exists() and measured["sharding"] == "none"  # one process here
 
 
 def test_the_dry_run_fails_where_a_gpu_would(monkeypatch, tmp_path, dry_run):
