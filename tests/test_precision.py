@@ -159,7 +159,7 @@ BUSY_CHILD = textwrap.dedent("""
     choice = P.resolve_precision("auto", "cpu", announce=False, cache_file=None)
     ratio = round(choice.gflops["bf16"] / choice.gflops["fp32"], 3)
     P._decided.clear()  # the run's decision: the first child's recorded, the second's read back (a resumed run)
-    run = P.run_precision(sys.argv[1], say=False)
+    run = P.run_precision(sys.argv[1])
     print("CHOICE", choice.precision, ratio, run.precision, run.source, flush=True)
 """)
 
@@ -482,3 +482,13 @@ def test_a_second_run_in_one_process_and_a_run_moved_to_another_device_kind_deci
     use_rates(monkeypatch, bf16=3.0, fp32=160.0)
     moved = P.run_precision(tmp_path / "gpu")  # begun on a GPU, continued on a CPU: this device's own answer
     assert moved.precision == "fp32" and read_run_precision(tmp_path / "gpu")["auto"] == "bf16"
+
+
+def test_a_given_decision_outlives_the_runs_of_the_process(monkeypatch, tmp_path, capsys):
+    """METAXLM_PRECISION_AUTO set before the runs (a job's, the test suite's) stays their decision, run after run,
+    and a run prints nothing of `auto` until a loop uses it."""
+    use_rates(monkeypatch, bf16=800.0, fp32=160.0)
+    monkeypatch.setenv(P.AUTO_ENV, "fp32")
+    for name in ("a", "b", "c"):
+        assert P.run_precision(tmp_path / name).precision == "fp32" and os.environ[P.AUTO_ENV] == "fp32"
+    assert capsys.readouterr().err == ""

@@ -59,7 +59,7 @@ Shape = tuple[int, int, int]  # (m, k, n): an (m×k) @ (k×n) matmul
 _AUTOCAST_DTYPES = {"bf16": torch.bfloat16, "fp16": torch.float16, "fp32": None}
 _process_cache: dict[str, tuple[dict[str, float], str]] = {}  # key -> (GFLOP/s per dtype, when measured)
 _decided: dict[str, PrecisionChoice] = {}  # device type -> this process's `auto` decision (its only one)
-_set_by_a_run: str | None = None  # the $METAXLM_PRECISION_AUTO value `run_precision` set in this process
+_set_by_a_run: tuple[str, str | None] | None = None  # (value `run_precision` set $METAXLM_PRECISION_AUTO to, value before)
 _announced: set[str] = set()
 
 
@@ -338,44 +338,46 @@ def auto_decision() -> PrecisionChoice | None:
     return _decided.get(compute_device().type)
 
 
-def run_precision(output_dir: str | Path, *, say: bool = True) -> PrecisionChoice:
+def run_precision(output_dir: str | Path) -> PrecisionChoice:
     """The `auto` decision of the run in `output_dir`: made at its first invocation (`resolve_precision`) and
-    recorded in its run_info.json ("precision"), then kept by every later invocation — a resumed run, perhaps on
-    another machine where `auto` would decide otherwise — and handed to the processes it starts
-    (`$METAXLM_PRECISION_AUTO`). Call it once per invocation, before any loop, on the main process."""
+    recorded in its run_info.json ("precision"), then kept by every later invocation on the same device kind — a
+    resumed run, perhaps on another CPU where `auto` would decide otherwise — and handed to the processes it starts
+    (`$METAXLM_PRECISION_AUTO`). Call it once per invocation, before any loop, on the main process. It prints
+    nothing: the first loop that runs in `auto` says the decision and why (a run of explicit precisions never
+    mentions it)."""
     from metaxlm.run.info import read_run_precision, record_run_precision
 
     global _set_by_a_run
-    if _set_by_a_run is not None and os.environ.get(AUTO_ENV) == _set_by_a_run:
-        # an earlier run of this process (the API, a notebook) set it: not a decision given to this run
-        del os.environ[AUTO_ENV]
+    if _set_by_a_run is not None and os.environ.get(AUTO_ENV) == _set_by_a_run[0]:
+        # an earlier run of this process (the API, a notebook) set it: put back what was given before it
+        if _set_by_a_run[1] is None:
+            del os.environ[AUTO_ENV]
+        else:
+            os.environ[AUTO_ENV] = _set_by_a_run[1]
         _decided.clear()
+    _set_by_a_run = None
     recorded = read_run_precision(output_dir)
     device_type = compute_device().type
     if recorded is not None and recorded.get("device", device_type) != device_type:
-        if say:  # CPU → GPU or back: the devices' own answer (a pretraining checkpoint keeps its own precision)
-            print(f"precision: this run decided auto -> {recorded['auto']} on {recorded.get('device')}; here, on "
-                  f"{device_type}, it is decided anew", file=sys.stderr, flush=True)
-        choice = resolve_precision("auto", announce=say)
-        _set_by_a_run = None
-        return choice
+        # begun on a GPU, continued on a CPU (or back): this device's own answer; a pretraining checkpoint still
+        # continues in the precision it began in (resume_precision)
+        return resolve_precision("auto", announce=False)
     if recorded is None:
-        choice = resolve_precision("auto", announce=say)
+        choice = resolve_precision("auto", announce=False)
         record_run_precision(output_dir, {"auto": choice.precision, "reason": choice.reason, "source": choice.source,
                                           "device": choice.device, "cpu": cpu_model(),
                                           "threads": torch.get_num_threads(),
                                           "decided": time.strftime("%Y-%m-%d %H:%M:%S")})
     else:
-        here = None if recorded["auto"] == (_given_auto() or recorded["auto"]) else _given_auto()
-        choice = PrecisionChoice(recorded["auto"], "auto", compute_device().type,
+        given = _given_auto()
+        instead = f"; not {AUTO_ENV}={given}" if given not in (None, recorded["auto"]) else ""
+        choice = PrecisionChoice(recorded["auto"], "auto", device_type,
                                  f"{recorded['auto']}, as this run decided on {recorded.get('decided', '?')} "
-                                 f"({recorded.get('reason', '')}); kept on resume", source="run")
-        if say:
-            print(f"precision auto -> {choice.precision}: {choice.reason}"
-                  + (f" (not {AUTO_ENV}={here})" if here else ""), file=sys.stderr, flush=True)
-            _announced.add(choice.reason)
+                                 f"({recorded.get('reason', '')}); kept on resume{instead}", source="run")
+    before = os.environ.get(AUTO_ENV)
     os.environ[AUTO_ENV] = choice.precision  # this process's later loops and the processes it starts
-    _set_by_a_run = choice.precision
+    if before != choice.precision:
+        _set_by_a_run = (choice.precision, before)
     _decided[device_type] = choice
     return choice
 
