@@ -172,3 +172,35 @@ def test_translation_finetuned_and_generated_on_the_device(bench, tmp_path):
                                        sentences=5)
     assert measured["sentences"] == 5 and measured["generated_tokens"] > 0 and veco["loss"] > 0
     assert (tmp_path / "translate.de.txt").read_text().count("\n") == 5
+
+
+def test_a_pretraining_resumed_on_the_device_equals_the_uninterrupted_run(bench, tmp_path):
+    """Weights loaded before the move, the optimizer built on the device, its state read from a host-written file
+    onto it: a run resumed from its step-2 checkpoint ends with the uninterrupted run's weights, on the device."""
+    from safetensors.torch import load_file
+
+    from metaxlm.config import TrainConfig
+    from metaxlm.models import build_mlm
+    from metaxlm.pretrain.engine import pretrain
+
+    workbench, settings = bench
+    datasets = workbench.datasets()
+    cfg = TrainConfig(steps=3, batch_size=4, seq_len=32, lr=1e-3, warmup_steps=1, precision="fp32",
+                      objectives={"mlm": 1.0, "tlm": 1.0}, log_every=1, eval_every=3, eval_sequences=2,
+                      save_every=1, keep_checkpoints=5)
+
+    def train(out, **resume):
+        model = build_mlm(settings.model_config(), workbench.tokenizer(), seed=0)
+        with simulated_device():
+            pretrain(model=model, tokenizer=workbench.tokenizer(), train_data=datasets["mono"],
+                     heldout_data=datasets["heldout"], parallel_data=datasets["parallel"], cfg=cfg, alpha=0.7,
+                     seed=0, out_dir=out, progress=False, **resume)
+        return load_file(str(out / "final" / "model.safetensors"))
+
+    whole = train(tmp_path / "whole")
+    train(tmp_path / "cut")
+    import shutil
+
+    shutil.rmtree(tmp_path / "cut" / "final")
+    resumed = train(tmp_path / "cut", resume_from=tmp_path / "cut" / "ckpt" / "step_00000002")
+    assert whole.keys() == resumed.keys() and all(torch.equal(whole[k], resumed[k]) for k in whole)
