@@ -507,13 +507,18 @@ def error_line(text: str) -> str:
     return (found[:1] or lines[-1:] or ["no output"])[0][:500]
 
 
+def ddp_run_name(name: str, sharding: str) -> str:
+    """The name of a multi-process run's files under ddp/: the objective's, `-fsdp` when sharded."""
+    return name if sharding == "none" else f"{name}-{sharding}"
+
+
 def run_ddp(work: Path, name: str, processes: int, *, sharding: str = "none") -> dict:
     """Objective `name` pretrained by this module's DDP worker (`--ddp-worker`) in `processes` processes under
     torch.distributed.run (one launch per objective, so a failure names its objective), replicated (DDP) or sharded
     (`sharding="fsdp"`): its measurement, written by rank 0, or the error."""
     import subprocess
 
-    run_name = name if sharding == "none" else f"{name}-{sharding}"
+    run_name = ddp_run_name(name, sharding)
     log = work / "ddp" / f"{run_name}.log"
     result = work / "ddp" / f"{run_name}.json"
     log.parent.mkdir(parents=True, exist_ok=True)
@@ -539,7 +544,7 @@ def ddp_worker(work: Path, name: str, sharding: str = "none") -> int:
     settings = CheckSettings(**json.loads((work / "settings.json").read_text(encoding="utf-8")))
     peak = json.loads((work / "peak.json").read_text(encoding="utf-8"))["peak_tflops"]
     bench = build_workbench(work / "bench", settings)  # made by the parent: read only
-    run_name = name if sharding == "none" else f"{name}-{sharding}"
+    run_name = ddp_run_name(name, sharding)
     measured = measure_objective(name, bench, settings, work / "ddp" / run_name, peak_tflops=peak, sharding=sharding)
     if measured is not None:
         atomic_write_json(work / "ddp" / f"{run_name}.json", measured)

@@ -27,6 +27,7 @@ from typing import Any
 import torch
 from torch.overrides import TorchFunctionMode
 from torch.utils._python_dispatch import TorchDispatchMode, return_and_correct_aliasing
+from torch.utils._pytree import tree_leaves, tree_map
 
 SIMULATED = torch.device("meta")
 _simulating: list[bool] = []
@@ -104,25 +105,6 @@ class SimulatedTensor(torch.Tensor):
         raise DeviceMismatch(f"{func}: a tensor on the simulated device was used outside simulated_device()")
 
 
-def _flat(tree) -> Iterator[Any]:
-    if isinstance(tree, list | tuple):
-        for x in tree:
-            yield from _flat(x)
-    elif isinstance(tree, dict):
-        for x in tree.values():
-            yield from _flat(x)
-    else:
-        yield tree
-
-
-def _map(fn, tree):
-    if isinstance(tree, list | tuple):
-        return type(tree)(_map(fn, x) for x in tree)
-    if isinstance(tree, dict):
-        return {k: _map(fn, v) for k, v in tree.items()}
-    return fn(tree)
-
-
 def _describe(t: torch.Tensor) -> str:
     return f"{str(t.dtype).removeprefix('torch.')}{list(t.shape)}"
 
@@ -134,7 +116,7 @@ _CROSSING = {torch.ops.aten.copy_.default, torch.ops.aten._to_copy.default}
 class _SimulatedDeviceMode(TorchDispatchMode):
     def __torch_dispatch__(self, func, types, args=(), kwargs=None):
         kwargs = kwargs or {}
-        tensors = [x for x in _flat((args, kwargs)) if isinstance(x, torch.Tensor)]
+        tensors = [x for x in tree_leaves((args, kwargs)) if isinstance(x, torch.Tensor)]
         here = [t for t in tensors if isinstance(t, SimulatedTensor)]
         host = [t for t in tensors if not isinstance(t, SimulatedTensor) and t.dim() > 0]  # 0-dim: a scalar, as CUDA
         if any(t.device.type == SIMULATED.type for t in tensors if not isinstance(t, SimulatedTensor)):
@@ -146,7 +128,7 @@ class _SimulatedDeviceMode(TorchDispatchMode):
                 f"({', '.join(map(_describe, host[:3]))}): on a GPU this fails with 'Expected all tensors to be on "
                 f"the same device'")
         # the device an op is told to put its output on (a keyword, or positional as in aten.to.device)
-        targets = [x.type for x in _flat((args, kwargs)) if isinstance(x, torch.device)]
+        targets = [x.type for x in tree_leaves((args, kwargs)) if isinstance(x, torch.device)]
         arrives = SIMULATED.type in targets
         generator = kwargs.get("generator")
         if (arrives or here) and generator is not None and generator.device.type == "cpu":
@@ -159,13 +141,13 @@ class _SimulatedDeviceMode(TorchDispatchMode):
                 return torch.device("cpu")
             return x.elem if isinstance(x, SimulatedTensor) else x
 
-        out = func(*_map(unwrap, args), **_map(unwrap, kwargs))
+        out = func(*tree_map(unwrap, args), **tree_map(unwrap, kwargs))
         if leaves or not (here or arrives):
             return out
         # a view of a tensor made outside inference mode must not be an inference tensor (torch sets its version
         # counter from its base's): such wrappers are made with inference mode off
         with torch.inference_mode(False) if func.is_view else nullcontext():
-            out = _map(lambda x: SimulatedTensor(x) if isinstance(x, torch.Tensor) and
+            out = tree_map(lambda x: SimulatedTensor(x) if isinstance(x, torch.Tensor) and
                        not isinstance(x, SimulatedTensor) else x, out)
         if arrives or torch.is_inference_mode_enabled() or any(not isinstance(t, SimulatedTensor) for t in tensors):
             return out  # a copy between devices (no alias), or no autograd to keep the aliases for (their data alias)

@@ -415,10 +415,9 @@ def training_accelerator(requested: str = "auto", *, began_in: str | None = None
     from metaxlm.run.processes import process_group_kwargs
 
     cpu = not torch.cuda.is_available()
-    device_type = compute_device().type if simulating() else "cpu" if cpu else "cuda"
-    _check(requested, device_type)  # before any process-group set-up
+    _check(requested, compute_device().type)  # before any process-group set-up
     state = PartialState(cpu=cpu, **process_group_kwargs())  # several processes: METAXLM_COLLECTIVE_TIMEOUT
-    device = compute_device() if simulating() else state.device
+    device = compute_device() if simulating() else state.device  # cuda:<local rank> under DDP
     choice = resume_precision(began_in, resolve_precision(requested, device, announce=state.is_main_process,
                                                           collective=True), say=state.is_main_process)
     # accelerate keeps one AcceleratorState per process and refuses a second precision; an earlier run of this
