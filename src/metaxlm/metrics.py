@@ -23,7 +23,8 @@ import torch
 
 __all__ = [
     "accuracy", "accuracy_at_1", "alignment_scores", "lowest_aer_layer", "mean_std", "normalize_answer", "qa_tokens",
-    "seqeval_f1", "span_f1", "squad_em_f1", "transfer_gap",
+    "seqeval_f1", "span_f1", "squad_em_f1", "transfer_gap", "ITEM_KINDS", "item_statistics", "metric_from_sums",
+    "sentence_statistics",
 ]
 
 
@@ -237,3 +238,71 @@ def transfer_gap(per_language: Mapping[str, float], source: str) -> float:
     if not targets:
         raise ValueError(f"transfer_gap: no target language besides the source {source!r}")
     return float(per_language[source]) - math.fsum(targets) / len(targets)
+
+
+# --- per-item outcomes (results.json "items": what the report's paired bootstrap resamples) ---------------
+# Every metric above is a function of per-item sufficient statistics summed over the items, so a resample of the
+# items (report/uncertainty.py) recomputes it exactly, corpus-level metrics included. A kind names the rows a task
+# records per test item and how its metric is made from their column sums:
+#   mean:  [x]                     mean of x (accuracy: 1/0 correct; QA: the question's F1 or EM, percent)
+#   ratio: [correct, total]        Σcorrect / Σtotal (token accuracy of a sentence's tags)
+#   f1:    [tp, fp, fn]            micro F1 2tp / (2tp + fp + fn) (spans; seqeval entities), 0 for 0/0
+#   rank:  [rank, ...]             share of the ranks equal to 1 (retrieval accuracy@1, both directions of a pair)
+#   aer:   [|A∩S|, |A∩P|, |A|, |S|] 1 − (|A∩S| + |A∩P|) / (|A| + |S|) (a sentence pair's alignment counts)
+#   bleu / chrf: sacreBLEU's sentence statistics (BLEU: hyp/ref lengths and n-gram matches/totals; chrF: its
+#          character and word n-gram counts); the corpus score from their sums, as sacreBLEU's --paired-bs does
+ITEM_KINDS = ("mean", "ratio", "f1", "rank", "aer", "bleu", "chrf")
+
+
+def _sacrebleu_metric(kind: str):
+    from sacrebleu.metrics import BLEU, CHRF  # the same defaults the translation task reports with
+
+    return BLEU() if kind == "bleu" else CHRF()
+
+
+def item_statistics(kind: str, rows: Sequence[Sequence[float]]) -> np.ndarray:
+    """The rows of one kind as an (items, statistics) array whose column sums give the metric
+    (`metric_from_sums`); "rank" rows become [hits at 1, ranks]."""
+    if kind not in ITEM_KINDS:
+        raise ValueError(f"unknown item kind {kind!r} (kinds: {', '.join(ITEM_KINDS)})")
+    if kind == "rank":
+        ranks = np.asarray(rows, dtype=np.float64).reshape(len(rows), -1)
+        return np.stack([(ranks == 1).sum(axis=1), np.full(len(ranks), ranks.shape[1])], axis=1).astype(np.float64)
+    width = {"mean": 1, "ratio": 2, "f1": 3, "aer": 4}.get(kind)
+    stats = np.asarray(rows, dtype=np.float64)
+    if stats.ndim != 2 or (width is not None and stats.shape[1] != width):
+        raise ValueError(f"{kind} items need rows of {width or 'the same number of'} numbers, got shape "
+                         f"{stats.shape}")
+    return stats
+
+
+def metric_from_sums(kind: str, sums: np.ndarray, items: int | np.ndarray) -> np.ndarray:
+    """The metric of `kind` from column sums of item statistics, `sums` of shape (..., statistics), over `items`
+    items (per resample when an array); 0 where a ratio is 0/0, as the metrics above."""
+    sums = np.asarray(sums, dtype=np.float64)
+
+    def ratio(a, b):
+        return np.divide(a, b, out=np.zeros(np.broadcast(a, b).shape), where=np.asarray(b) != 0)
+
+    if kind == "mean":
+        return ratio(sums[..., 0], np.asarray(items, dtype=np.float64))
+    if kind in ("ratio", "rank"):
+        return ratio(sums[..., 0], sums[..., 1])
+    if kind == "f1":
+        return ratio(2 * sums[..., 0], 2 * sums[..., 0] + sums[..., 1] + sums[..., 2])
+    if kind == "aer":
+        return 1.0 - ratio(sums[..., 0] + sums[..., 1], sums[..., 2] + sums[..., 3])
+    if kind in ("bleu", "chrf"):
+        scorer = _sacrebleu_metric(kind)
+        flat = sums.reshape(-1, sums.shape[-1])
+        scores = [scorer._compute_score_from_stats([int(round(v)) for v in row]).score for row in flat]
+        return np.asarray(scores, dtype=np.float64).reshape(sums.shape[:-1])
+    raise ValueError(f"unknown item kind {kind!r} (kinds: {', '.join(ITEM_KINDS)})")
+
+
+def sentence_statistics(kind: str, hypotheses: Sequence[str], references: Sequence[str]) -> list[list[int]]:
+    """sacreBLEU's per-sentence statistics ("bleu" or "chrf") of one reference per hypothesis: the rows whose
+    sums `metric_from_sums` turns into the corpus score sacreBLEU reports."""
+    scorer = _sacrebleu_metric(kind)
+    return [list(map(int, row)) for row in scorer._extract_corpus_statistics(list(hypotheses),
+                                                                            [list(references)])]
