@@ -1,25 +1,33 @@
-"""The MetaXLM paper's findings (Chi et al. 2021, arXiv 2109.11129), checked in direction on one run.
+"""The MetaXLM paper's findings (Chi et al. 2021, arXiv 2109.11129), checked in direction on one run, with stated uncertainty.
 
 A run names its models in `report.findings` (role -> model name; roles in ROLES). Each finding compares two roles'
 models and gets a verdict; the report shows one table row per finding (per task or probe set where it applies) and
 `findings.json` beside report.md holds the same rows with their numbers. Only directions are checked, never sizes:
 metaxlm's runs are far smaller than the paper's.
 
-Verdicts for two scores measured as mean ± std over fine-tuning seeds (`compare`); an interval is [mean − std,
-mean + std], a single point when std is 0 or NaN (one seed), and touching intervals overlap:
-  - "greater" / "less": `reproduced` when the claim holds and the intervals do not overlap; `not reproduced` when
-    the opposite holds and they do not overlap; `inconclusive` when they overlap.
-  - "about equal": `reproduced` when the intervals overlap, `not reproduced` when they do not. When neither side
-    has a spread (one seed each) the intervals are points that almost never meet, so the claim cannot be judged:
-    `reproduced` for identical means, else `inconclusive`.
+Verdicts rest on the 95% interval of the difference between the two models' scores (report/uncertainty.py: a
+paired bootstrap over the test items combined with the spread over fine-tuning seeds; `judge`):
+  - "greater" / "less": `reproduced` when the interval lies on the claim's side of 0, `not reproduced` when it lies
+    on the other side, `inconclusive` when it contains 0.
+  - "about equal": `reproduced` when the interval lies inside ±margin (the paper's own largest task difference
+    between the two rows, `Finding.margin`: Table 3's 0.9 points), `not reproduced` when it lies outside, else
+    `inconclusive`.
+  - `inconclusive: one seed` when either side of a fine-tuned score has one seed: the seeds' spread is unknown, so no
+    interval can decide (the items' interval alone is shown; it is the least the noise is). Departure from the
+    issue's wording ("unless the item bootstrap alone decides it"): the items alone never decide a fine-tuned score,
+    because in metaxlm's multi-seed runs the seeds' spread is as large as the differences judged.
+  - `inconclusive: no interval` when nothing recorded makes one (a probe without per-pair outcomes, e.g. AER results
+    written before they were recorded). Results written before per-item outcomes were recorded get an interval
+    from their seeds alone (basis "seeds only").
   - `no data` when a mean is missing (NaN/null).
   - `cannot judge: both at chance` when both target averages sit at the task's chance level (within their seed
     spread or CHANCE_MARGIN_POINTS of the mean majority-class score of the target languages, which results.json
     records per language as "chance"): neither model has learned the task, so their order means nothing.
-Per-layer claims on deterministic probes (`compare_layers`; no seeds, so no intervals): the considered layers are
-those both models have a value for (minus the excluded ones); the claim is checked strictly at each. `reproduced`
-when it holds at every considered layer, `not reproduced` when it fails at more than half of them, `inconclusive`
-otherwise, `no data` without a considered layer. The row shows at how many layers it holds. Retrieval at a random ranking's
+An undecided row states the smallest difference the run could have detected (80% power).
+Per-layer claims on deterministic probes (`compare_layers`; no seeds, the interval over the test pairs): the
+considered layers are those both models have a value for (minus the excluded ones). `reproduced` when the interval
+lies on the claim's side at every considered layer, `not reproduced` when it lies on the other side at more than
+half of them, `inconclusive` otherwise, `no data` without a considered layer. Retrieval at a random ranking's
 accuracy@1 (1 / pairs) at every considered layer on both sides is `cannot judge: both at the probe's floor`.
 The checkpoint claim (`compare_gap_trends`, paper Fig. 5 and Sec. 5.1: "METAXLM starts with a high transfer gap
 but continually reduces the gap", while XLM's gap "has a fast increase" and then stays): on the transfer_gap of
@@ -53,12 +61,24 @@ from metaxlm.io import atomic_write_json, json_safe
 from metaxlm.report.cells import DASH, best_index, cell, n_seeds, ordered, percent_scale
 from metaxlm.report.document import Bullets, Section, Table, Text
 from metaxlm.report.results import AlignmentResult, ModelResult, number, report_config
+from metaxlm.report.uncertainty import (
+    NO_INTERVAL,
+    ONE_SEED,
+    Difference,
+    Sample,
+    alignment_sample,
+    difference,
+    retrieval_sample,
+    task_sample,
+)
 from metaxlm.run.layout import RunDir
 
 REPRODUCED, NOT_REPRODUCED, INCONCLUSIVE, NO_DATA, NOT_RUN = (
     "reproduced", "not reproduced", "inconclusive", "no data", "not run")
+INCONCLUSIVE_ONE_SEED, INCONCLUSIVE_NO_INTERVAL = "inconclusive: one seed", "inconclusive: no interval"
 AT_CHANCE, AT_FLOOR = "cannot judge: both at chance", "cannot judge: both at the probe's floor"
-VERDICTS = (REPRODUCED, NOT_REPRODUCED, INCONCLUSIVE, AT_CHANCE, AT_FLOOR, NO_DATA, NOT_RUN)
+VERDICTS = (REPRODUCED, NOT_REPRODUCED, INCONCLUSIVE, INCONCLUSIVE_ONE_SEED, INCONCLUSIVE_NO_INTERVAL, AT_CHANCE,
+            AT_FLOOR, NO_DATA, NOT_RUN)
 # a score within this many points (percent) of its chance level, or within its seed spread, "sits at chance"
 CHANCE_MARGIN_POINTS = 0.5
 GREATER, LESS, ABOUT_EQUAL = "greater", "less", "about equal"
@@ -74,7 +94,8 @@ TITLE = "The MetaXLM paper's findings, checked in direction"
 
 @dataclass(frozen=True)
 class Measurement:
-    """A score as mean ± std over fine-tuning seeds; NaN mean = missing, NaN std = one seed (no spread)."""
+    """A score as mean ± std over fine-tuning seeds; NaN mean = missing, NaN std = one seed (no spread). Used for
+    the chance-level check; verdicts use the interval of the difference (report/uncertainty.py)."""
 
     mean: float
     std: float = 0.0
@@ -92,17 +113,6 @@ class Measurement:
     @property
     def spread(self) -> float:
         return 0.0 if math.isnan(self.std) else abs(self.std)
-
-    @property
-    def low(self) -> float:
-        return self.mean - self.spread
-
-    @property
-    def high(self) -> float:
-        return self.mean + self.spread
-
-    def overlaps(self, other: Measurement) -> bool:
-        return self.low <= other.high and other.low <= self.high
 
 
 def at_chance(m: Measurement, chance: float, scale: float) -> bool:
@@ -126,66 +136,93 @@ def _holds(a: float, b: float, claim: str) -> bool:
     return a > b if claim == GREATER else a < b
 
 
-def compare(a: Measurement, b: Measurement, claim: str) -> str:
-    """The verdict on "a is `claim` than b" (GREATER, LESS or ABOUT_EQUAL): rules in the module docstring."""
+def judge(d: Difference, claim: str, margin: float | None = None) -> str:
+    """The verdict on "A is `claim` than B" (GREATER, LESS, or ABOUT_EQUAL within ±`margin`) from the 95% interval
+    of A − B: rules in the module docstring."""
     if claim not in (GREATER, LESS, ABOUT_EQUAL):
-        raise ValueError(f"compare: unknown claim {claim!r}")
-    if a.missing or b.missing:
+        raise ValueError(f"judge: unknown claim {claim!r}")
+    if claim == ABOUT_EQUAL and (margin is None or margin <= 0):
+        raise ValueError("judge: an about-equal claim needs a positive margin")
+    if math.isnan(d.estimate):
         return NO_DATA
-    overlap = a.overlaps(b)
+    if d.basis == ONE_SEED:
+        return INCONCLUSIVE_ONE_SEED
+    if not d.decides:
+        return INCONCLUSIVE_NO_INTERVAL
     if claim == ABOUT_EQUAL:
-        if a.spread == 0 and b.spread == 0 and a.mean != b.mean:
-            return INCONCLUSIVE  # two single points: no seed spread to say what "about" is
-        return REPRODUCED if overlap else NOT_REPRODUCED
-    if overlap:
+        if -margin < d.low and d.high < margin:
+            return REPRODUCED
+        return NOT_REPRODUCED if d.low >= margin or d.high <= -margin else INCONCLUSIVE
+    above, below = d.low > 0, d.high < 0
+    if not (above or below):
         return INCONCLUSIVE
-    return REPRODUCED if _holds(a.mean, b.mean, claim) else NOT_REPRODUCED
+    return REPRODUCED if above == (claim == GREATER) else NOT_REPRODUCED
+
+
+def compare(a: Sample, b: Sample, claim: str, margin: float | None = None) -> tuple[str, Difference]:
+    """The verdict on "a is `claim` than b" and the difference's interval it rests on."""
+    d = difference(a, b)
+    return judge(d, claim, margin), d
 
 
 @dataclass(frozen=True)
 class LayerComparison:
     verdict: str
-    holds_at: list[int]   # considered layers where the claim holds
-    considered: list[int]  # layers both models have a value for, minus the excluded ones
+    holds_at: list[int]     # considered layers where the interval puts the difference on the claim's side
+    opposite_at: list[int]  # ... on the other side
+    considered: list[int]   # layers both models have a value for, minus the excluded ones
+    differences: dict[int, Difference] = field(default_factory=dict)
 
 
-def compare_layers(a: dict[int, float], b: dict[int, float], claim: str,
+def compare_layers(a: dict[int, Sample], b: dict[int, Sample], claim: str,
                    exclude: tuple[int, ...] = ()) -> LayerComparison:
     """The verdict on "a is `claim` (GREATER or LESS) than b at every layer" for a deterministic probe (layer ->
-    score, NaN = missing): reproduced at every considered layer, not reproduced when it fails at more than half."""
+    Sample): reproduced when the interval puts the difference on the claim's side at every considered layer, not
+    reproduced when it puts it on the other side at more than half of them, inconclusive otherwise (no interval at
+    any layer: inconclusive: no interval)."""
     if claim not in (GREATER, LESS):
         raise ValueError(f"compare_layers: claim must be {GREATER!r} or {LESS!r}, not {claim!r}")
     considered = sorted(layer for layer in a.keys() & b.keys()
-                        if layer not in exclude and not math.isnan(a[layer]) and not math.isnan(b[layer]))
-    holds_at = [layer for layer in considered if _holds(a[layer], b[layer], claim)]
+                        if layer not in exclude and not math.isnan(a[layer].mean) and not math.isnan(b[layer].mean))
+    differences = {layer: difference(a[layer], b[layer]) for layer in considered}
+    verdicts = {layer: judge(d, claim) for layer, d in differences.items()}
+    holds_at = [layer for layer in considered if verdicts[layer] == REPRODUCED]
+    opposite_at = [layer for layer in considered if verdicts[layer] == NOT_REPRODUCED]
     if not considered:
         verdict = NO_DATA
+    elif all(v == INCONCLUSIVE_NO_INTERVAL for v in verdicts.values()):
+        verdict = INCONCLUSIVE_NO_INTERVAL
     elif len(holds_at) == len(considered):
         verdict = REPRODUCED
-    elif 2 * (len(considered) - len(holds_at)) > len(considered):
+    elif 2 * len(opposite_at) > len(considered):
         verdict = NOT_REPRODUCED
     else:
         verdict = INCONCLUSIVE
-    return LayerComparison(verdict, holds_at, considered)
+    return LayerComparison(verdict, holds_at, opposite_at, considered, differences)
 
 
 def combine(verdicts: list[str]) -> str:
     """Several parts of one claim: no data if any part has none, not reproduced if any part is not, reproduced
-    if all are, else inconclusive."""
+    if all are, one seed if a part is inconclusive for that reason, else inconclusive."""
     for decisive in (NO_DATA, NOT_REPRODUCED):
         if decisive in verdicts:
             return decisive
-    return REPRODUCED if all(v == REPRODUCED for v in verdicts) else INCONCLUSIVE
+    if all(v == REPRODUCED for v in verdicts):
+        return REPRODUCED
+    for reason in (INCONCLUSIVE_ONE_SEED, INCONCLUSIVE_NO_INTERVAL):
+        if reason in verdicts:
+            return reason
+    return INCONCLUSIVE
 
 
-Series = list[tuple[int, Measurement]]  # (pretraining step, transfer gap) per checkpoint, by step
+Series = list[tuple[int, Sample]]  # (pretraining step, transfer gap) per checkpoint, by step
 
 
 def compare_gap_trends(metaxlm: Series, xlm: Series) -> tuple[str, str, str]:
     """(verdict, MetaXLM part, XLM part) of Fig. 5: MetaXLM's gap falls from its first to its last checkpoint and
     XLM's rises; each series needs two checkpoints."""
     def trend(series: Series, claim: str) -> str:
-        return compare(series[-1][1], series[0][1], claim) if len(series) >= 2 else NO_DATA
+        return compare(series[-1][1], series[0][1], claim)[0] if len(series) >= 2 else NO_DATA
 
     falls, rises = trend(metaxlm, LESS), trend(xlm, GREATER)
     return combine([falls, rises]), falls, rises
@@ -226,6 +263,12 @@ def ablation_mean(role: str) -> float:
     return sum(ABLATIONS[role]) / len(ABLATIONS[role])
 
 
+def ablation_margin(a: str, b: str) -> float:
+    """The about-equal margin the paper's own numbers give: the largest difference between the two rows over their
+    tasks (Table 3, XLM+KD against XLM: 0.9 points)."""
+    return round(max(abs(x - y) for x, y in zip(ABLATIONS[a], ABLATIONS[b], strict=True)), 1)
+
+
 def ablation_figure(a: str, b: str, claim: str) -> str:
     return (f"{ablation_mean(a):.1f} vs {ablation_mean(b):.1f} (mean of {', '.join(ABLATION_TASKS)}); "
             f"{_in_direction(ABLATIONS[a], ABLATIONS[b], claim)}")
@@ -242,6 +285,7 @@ class Finding:
     kind: str      # "tasks" (zero-shot target average), "retrieval", "alignment" (per layer), "checkpoints"
     source: str    # where in the paper
     paper: str     # the paper's figure
+    margin: float | None = None  # ABOUT_EQUAL: the difference (points) within which the two count as equal
 
 
 FINDINGS = (
@@ -260,7 +304,7 @@ FINDINGS = (
     Finding("frozen body below full training (MetaXLM)", "frozen", "both", LESS, "tasks", "Table 4",
             ablation_figure("frozen", "both", LESS)),
     Finding("distillation (XLM+KD) about equal to XLM", "distill", "xlm", ABOUT_EQUAL, "tasks", "Table 3",
-            ablation_figure("distill", "xlm", ABOUT_EQUAL)),
+            ablation_figure("distill", "xlm", ABOUT_EQUAL), ablation_margin("distill", "xlm")),
     Finding("transfer gap across checkpoints: MetaXLM's falls, XLM's rises", "both", "xlm", LESS, "checkpoints",
             "Fig. 5", "figure only"),
 )
@@ -290,6 +334,23 @@ def _zero_shot_tasks(model: ModelResult) -> dict[str, dict]:
             if task.get("scenario") == "zero_shot" and task.get("target_average") is not None}
 
 
+def _difference_text(d: Difference, claim: str, verdict: str) -> str:
+    """"difference +2.3 ± 1.1 (95%, items and seeds)", and for an undecided comparison the smallest difference the
+    run could have detected."""
+    text = f"difference {d.text()}"
+    if d.basis not in (ONE_SEED, NO_INTERVAL):
+        text += f" (95%, {d.basis})"
+    elif d.basis == ONE_SEED and not math.isnan(d.half_width):
+        text += f"; items alone ± {d.half_width:.1f}, the seeds' spread unknown"
+    if verdict in (INCONCLUSIVE, INCONCLUSIVE_ONE_SEED) and not math.isnan(d.detectable):
+        text += f"; smallest detectable {'≥ ' if d.basis == ONE_SEED else ''}{d.detectable:.1f}"
+    return text
+
+
+def _difference_json(d: Difference) -> dict:
+    return {"estimate": d.estimate, "low": d.low, "high": d.high, "basis": d.basis, "detectable": d.detectable}
+
+
 def _check_tasks(finding: Finding, a: ModelResult, b: ModelResult, models: dict) -> list[Check]:
     tasks_a, tasks_b = _zero_shot_tasks(a), _zero_shot_tasks(b)
     shared = [name for name in tasks_a if name in tasks_b]
@@ -303,23 +364,27 @@ def _check_tasks(finding: Finding, a: ModelResult, b: ModelResult, models: dict)
         cells = [cell(t["target_average"], n_seeds(t), scale)[0] for t in (task_a, task_b)]
         seeds = " / ".join(dict.fromkeys(str(n_seeds(t)) for t in (task_a, task_b)))
         measured = f"{cells[0]} vs {cells[1]} ({seeds} seed(s))"
+        samples = [task_sample(t, "target_average", scale) for t in (task_a, task_b)]
+        verdict, d = compare(*samples, finding.direction, finding.margin)
         sides = [Measurement.of(t["target_average"]) for t in (task_a, task_b)]
-        verdict = compare(*sides, finding.direction)
         chance = [target_chance(t) for t in (task_a, task_b)]
         if verdict != NO_DATA and all(at_chance(m, c, scale) for m, c in zip(sides, chance, strict=True)):
             verdict = AT_CHANCE
             measured += f"; chance (majority class) {cell({'mean': chance[0]}, 1, scale)[0]}"
+        if verdict != NO_DATA:
+            measured += f"; {_difference_text(d, finding.direction, verdict)}"
         checks.append(Check(finding, f"{name} ({task_a.get('metric', 'score')}, target avg)", measured, verdict,
-                            models, {"a": task_a["target_average"], "b": task_b["target_average"]}))
+                            models, {"a": task_a["target_average"], "b": task_b["target_average"],
+                                     "difference": _difference_json(d)}))
     return checks
 
 
-def _per_layer(kind: str, entry: dict) -> dict[int, float]:
-    """layer -> retrieval accuracy@1, or -> test AER (fractions; NaN = missing)."""
+def _per_layer(kind: str, entry: dict) -> dict[int, Sample]:
+    """layer -> retrieval accuracy@1 (%) or test AER (%) as a Sample (with the per-pair items where recorded)."""
     if kind == "retrieval":
-        return dict(zip(entry["layers"], map(number, entry["average"]), strict=True))
+        return {layer: retrieval_sample(entry, layer) for layer in entry["layers"]}
     a = AlignmentResult.of(entry)
-    return dict(zip(a.layers, a.test["aer"], strict=True))
+    return {layer: alignment_sample(entry, layer, aer) for layer, aer in zip(a.layers, a.test["aer"], strict=True)}
 
 
 def retrieval_floor(entry: dict) -> float:
@@ -334,7 +399,7 @@ def _aer_label(entry: dict) -> str:
 
 def _check_layers(finding: Finding, a: ModelResult, b: ModelResult, models: dict) -> list[Check]:
     """Retrieval average accuracy@1 (higher) or AER (lower, layer 0 = embeddings excluded as in the paper; on the
-    test pairs, report/results.py AlignmentResult)."""
+    test pairs, report/results.py AlignmentResult), judged at each layer by the interval over the test pairs."""
     kind = finding.kind
     probes_a, probes_b = a.data.get(kind, {}), b.data.get(kind, {})
     shared = [name for name in probes_a if name in probes_b]
@@ -347,25 +412,31 @@ def _check_layers(finding: Finding, a: ModelResult, b: ModelResult, models: dict
         result = compare_layers(*by_layer, finding.direction, exclude)
         verdict = result.verdict
         word = "higher" if finding.direction == GREATER else "lower"
-        measured = f"{word} at {len(result.holds_at)} of {len(result.considered)} layers"
+        bases = sorted({d.basis for d in result.differences.values()})
+        measured = (f"{word} beyond noise at {len(result.holds_at)} of {len(result.considered)} layers, "
+                    f"the opposite at {len(result.opposite_at)} (95% intervals, {', '.join(bases) or 'none'})")
         if kind == "retrieval" and result.considered:
             floors = [retrieval_floor(probes[name]) for probes in (probes_a, probes_b)]
-            if all(at_chance(Measurement(values[layer]), floor, 100.0) for values, floor in zip(by_layer, floors,
-                                                                                                  strict=True)
-                   for layer in result.considered):
+            if all(at_chance(Measurement(values[layer].mean / 100), floor, 100.0)
+                   for values, floor in zip(by_layer, floors, strict=True) for layer in result.considered):
                 verdict = AT_FLOOR
                 measured += f"; random ranking {floors[0] * 100:.1f}%"
         if result.considered:
-            fails = [str(layer) for layer in result.considered if layer not in result.holds_at]
-            means = [sum(values[layer] for layer in result.considered) * 100 / len(result.considered)
+            means = [sum(values[layer].mean for layer in result.considered) / len(result.considered)
                      for values in by_layer]
-            measured += ((f" (not at {', '.join(fails)})" if fails else "")
-                         + f"; mean over layers {means[0]:.1f} vs {means[1]:.1f} (%)")
+            measured += f"; mean over layers {means[0]:.1f} vs {means[1]:.1f} (%)"
+            undecided = [d.detectable for layer, d in result.differences.items()
+                         if layer not in result.holds_at + result.opposite_at and not math.isnan(d.detectable)]
+            if undecided and verdict == INCONCLUSIVE:
+                measured += f"; smallest detectable at the undecided layers {min(undecided):.1f}–{max(undecided):.1f}"
         checks.append(Check(finding, f"{name} ({'acc@1' if kind == 'retrieval' else _aer_label(probes_a[name])})",
                             measured,
                             verdict, models,
                             {"layers": result.considered, "holds_at": result.holds_at,
-                             "a": by_layer[0], "b": by_layer[1]}))
+                             "opposite_at": result.opposite_at,
+                             "a": {layer: s.mean for layer, s in by_layer[0].items()},
+                             "b": {layer: s.mean for layer, s in by_layer[1].items()},
+                             "differences": {layer: _difference_json(d) for layer, d in result.differences.items()}}))
     return checks
 
 
@@ -401,15 +472,16 @@ def _check_checkpoints(finding: Finding, a: ModelResult, b: ModelResult, models:
     checks = []
     for task in tasks:
         entries = {side: _gap_entries(ckpts, task) for side, ckpts in checkpoints.items()}
-        series = {side: [(step, Measurement.of(entry["transfer_gap"])) for step, entry in points]
+        scale = percent_scale([entry for points in entries.values() for _, entry in points])
+        series = {side: [(step, task_sample(entry, "transfer_gap", scale)) for step, entry in points]
                   for side, points in entries.items()}
         verdict, falls, rises = compare_gap_trends(series["a"], series["b"])
-        scale = percent_scale([entry for points in entries.values() for _, entry in points])
         trends = {side: _trend_text(points, scale) for side, points in entries.items()}
-        measured = (f"{ROLE_LABELS[finding.a]} gap {trends['a']}: falls {falls}; "
-                    f"{ROLE_LABELS[finding.b]} gap {trends['b']}: rises {rises}")
+        changes = {side: difference(points[-1][1], points[0][1]).text() for side, points in series.items()}
+        measured = (f"{ROLE_LABELS[finding.a]} gap {trends['a']}, change {changes['a']}: falls {falls}; "
+                    f"{ROLE_LABELS[finding.b]} gap {trends['b']}, change {changes['b']}: rises {rises}")
         checks.append(Check(finding, f"{task} (transfer gap)", measured, verdict, models,
-                            {side: [[step, m.mean, m.std] for step, m in points] for side, points in series.items()}
+                            {side: [[step, m.mean] for step, m in points] for side, points in series.items()}
                             | {"parts": {"a_falls": falls, "b_rises": rises}}))
     return checks
 
@@ -450,16 +522,28 @@ def check_findings(roles: dict[str, str], run_results: list[ModelResult]) -> lis
 
 
 RULES = [
-    "Seeds: each score is an interval mean ± std over fine-tuning seeds (a point for one seed). "
-    "Greater/less: reproduced when the claim holds and the intervals do not overlap, not reproduced when the "
-    "opposite holds and they do not overlap, inconclusive when they overlap. About equal: reproduced when they "
-    "overlap, not reproduced when they do not; with one seed on both sides, inconclusive unless the means are "
-    "identical.",
-    "Layers (retrieval, AER; deterministic): reproduced when the claim holds at every layer both models have "
-    "(AER: on each gold set's test pairs; layer 0, the embeddings, left out as in the paper), not reproduced when "
-    "it fails at more than half of them, inconclusive otherwise.",
+    "Every verdict rests on the 95% interval of the difference A − B (report/uncertainty.py): a paired bootstrap "
+    "over the test items (the same resample for both models; corpus metrics recomputed from per-item statistics) "
+    "combined with the spread over fine-tuning seeds (s²/n per model, Student's t at the Welch–Satterthwaite degrees "
+    "of freedom). Greater/less: reproduced when the interval lies on the claim's side of 0, not reproduced when it "
+    "lies on the other side, inconclusive when it contains 0. About equal: reproduced when the interval lies inside "
+    "the stated margin (the paper's own largest task difference, e.g. Table 3's 0.9 points), not reproduced when it "
+    "lies outside it, inconclusive otherwise.",
+    "One seed on either side of a fine-tuned score: inconclusive: one seed (the seeds' spread is unknown, and in "
+    "metaxlm's multi-seed runs it is as large as the differences judged); the items' interval is shown as the least "
+    "the noise is. Results written before per-item outcomes were recorded get an interval from their seeds alone "
+    "(marked seeds only / † in the tables: too narrow by the test items' noise); a probe without per-pair outcomes "
+    "gets the binomial interval of accuracy@1 (‡) or, for AER, none (inconclusive: no interval).",
+    "Layers (retrieval, AER; no seeds): the interval over the test pairs at each layer; reproduced when it lies on "
+    "the claim's side at every layer both models have (AER: each gold set's test pairs; layer 0, the embeddings, "
+    "left out as in the paper), not reproduced when it lies on the other side at more than half of them, "
+    "inconclusive otherwise.",
     "Checkpoints (Fig. 5): MetaXLM's transfer gap at its last checkpoint below its first and XLM's above its "
-    "first, each judged by the seed rule; reproduced when both parts are, not reproduced when either is not.",
+    "first, each judged by the interval of last − first; reproduced when both parts are, not reproduced when either "
+    "is not.",
+    "An inconclusive row gives the smallest difference the run could have detected, (t 97.5% + t 80%) · SE: a true "
+    "difference that large is found 80% of the time, so a small one means no effect of that size, a large one a run "
+    "too small to tell.",
     "Zero-shot findings compare each task's average over the target languages (the paper's Table 1 averages all "
     "test languages, English included). Tables 3-5 print no average: their figure here is the mean of their five "
     "task columns (QA: F1). not run: a role is not set or its model has no results; no data: the models lack the "
@@ -513,8 +597,8 @@ def limits_section(final: list[ModelResult]) -> list[Section]:
     if not bullets:
         return []
     return [Section("What this run can and cannot show", [
-        Text("Checked on these results (the same checks the verdicts use); differences inside the seed spread are "
-             "noise, and a score at chance ranks nothing:"), Bullets(bullets)])]
+        Text("Checked on these results (the same checks the verdicts use); a score at chance ranks nothing:"),
+        Bullets(bullets)])]
 
 
 def _best_layer(entry: dict) -> int | None:
@@ -550,7 +634,8 @@ def findings_section(run: Path, results: list[ModelResult], out_dir: Path) -> li
              + ", ".join(f"{ROLE_LABELS[role]} = `{name}`" for role, name in roles.items()) + "."),
         Table(["finding", "on", "paper", "this run", "verdict"], rows, text_columns=5,
               caption="This run: mean ± std over fine-tuning seeds (std left out for one seed), scores in percent "
-                      "as in the task tables."),
+                      "as in the task tables; the difference A − B ± the half-width of its 95% interval and what "
+                      "the interval rests on."),
         Text("Verdicts: " + ", ".join(f"{n} {v}" for v, n in summary.items()) + " (also in `findings.json`). "
              "Rules:"),
         Bullets(RULES)])]
