@@ -113,12 +113,17 @@ def test_comparison_section_of_the_report(run):
     # the test AER at the layer chosen on dev (2), not the lowest test AER (layer 1).
     assert scores[1] == ["mlm_only", "55.5 ± 0.7", "70.5 ± 0.7", "45.0 ± 14.1", "60.0 ± 14.1", "10.0", "30.0",
                          "50.0", "60.0 (layer 1)", "40.0 (layer 2)"]
-    # tlm: +6 on clean is beyond the combined std (1.0) and bold; +10 on noisy (combined std 20) is not; nor is
-    # anything without seeds (translation, probes).
-    assert differences[2] == ["tlm", "**+6.0**", "**+6.0**", "+10.0", "+10.0", "+6.0", "+6.0", "+30.0", "+20.0",
-                              "-10.0"]
+    # tlm: +6 on clean (two seeds, std 1 and 1) has the interval ± 3.0 from its seeds alone (results without per-item
+    # outcomes: marked †), which excludes 0: bold; +10 on noisy (std 20) is well inside its interval; translation has
+    # one seed: decided by nothing; the probes have neither items nor pair counts here: no interval.
+    assert differences[2] == ["tlm", "**+6.0 ± 3.0†**", "**+6.0 ± 3.0†**", "+10.0 ± 60.8†", "+10.0 ± 60.8†",
+                              "+6.0 (one seed)", "+6.0 (one seed)", "+30.0", "+20.0", "-10.0"]
     # xlm_align: within noise on clean; missing task, translation and alignment set are "–" in both tables.
-    assert differences[3] == ["xlm_align", "+0.5", "+0.5", "–", "–", "–", "–", "-10.0", "-10.0", "–"]
+    assert differences[3] == ["xlm_align", "+0.5 ± 3.0†", "+0.5 ± 3.0†", "–", "–", "–", "–", "-10.0", "-10.0", "–"]
+    # what each undecided difference could have been: (t 97.5% + t 80%) · SE at one degree of freedom per side
+    detectable = _table(section, "Smallest difference this run could have detected")
+    assert detectable[2][3:5] == ["75.8", "75.8"] and detectable[3][1:3] == ["3.8", "3.8"]
+    assert detectable[2][1] == "–"  # decided
     assert scores[3][3:7] == ["–"] * 4 and scores[3][9] == "–"
     # The bars are for clean (spread 6.0 over a pooled std of 0.7), not noisy (a larger spread, 10.0, but within
     # a pooled std of 14.1), nor mt (one seed: no std to weigh its spread against).
@@ -134,7 +139,7 @@ def test_comparison_section_of_the_report(run):
         assert figures[name].read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
         assert f"](figures/{name})" in section
     html = written["html"].read_text()
-    assert ">Method comparison</h2>" in html and "<td><strong>+6.0</strong></td>" in html
+    assert ">Method comparison</h2>" in html and "<td><strong>+6.0 ±&nbsp;3.0†</strong></td>" in html
     assert html.count("<td>–</td>") >= 12
 
 

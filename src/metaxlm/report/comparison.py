@@ -10,9 +10,13 @@ Rules (the section's text states them too):
   test AER at the layer chosen on the set's dev part (report/results.py AlignmentResult). Scores in percent, BLEU/chrF and QA EM/F1 as their scripts report them.
 - Cells: mean ± std over fine-tuning seeds, as in the task tables (no std for one seed; the probes are
   deterministic, so they have none). Missing data: "–".
-- Difference: model − control, in the column's units (also for AER, where lower is better). It is marked (bold)
-  when larger than the combined seed std, sqrt(std_model² + std_control²), and only where both have a std
-  over two or more seeds: without one we cannot tell a difference from seed noise.
+- Difference: model − control, in the column's units (also for AER, where lower is better), ± the half-width of its
+  95% interval (report/uncertainty.py: a paired bootstrap over the test items combined with the seeds' spread; the
+  probes: over their test pairs). Bold when the interval excludes 0. One seed on either side of a fine-tuned
+  score decides nothing ("(one seed)"); † marks an interval from the seeds alone (results without per-item
+  outcomes), ‡ the binomial interval of a retrieval score without per-pair ranks.
+- Smallest detectable difference: for every difference that is not bold, (t 97.5% + t 80%) · SE — what this run
+  would have found 80% of the time.
 - Budget: each model's pretraining steps and tokens seen (report/pretraining.py `pretraining_budget`), alone and
   with the models of the run it continues, since methods compared at equal steps see unequal tokens.
 - "Differ most": among the fine-tuning tasks that at least two models have, the task whose first headline number
@@ -42,6 +46,16 @@ from metaxlm.report.cells import (
 from metaxlm.report.document import Figure, Section, Table, Text
 from metaxlm.report.pretraining import pretraining_budget
 from metaxlm.report.results import AlignmentResult, ModelResult, number, report_config
+from metaxlm.report.uncertainty import (
+    NO_INTERVAL,
+    ONE_SEED,
+    Difference,
+    Sample,
+    alignment_sample,
+    difference,
+    retrieval_sample,
+    task_sample,
+)
 
 TITLE = "Method comparison"
 LAYERS_FIGURE = "comparison_layers.png"
@@ -54,6 +68,7 @@ class Score:
     mean: float  # NaN when missing
     std: float   # over seeds; NaN for one seed or none known
     text: str    # the cell as shown: "mean ± std", "90.4 (layer 11)", "–"
+    sample: Sample | None = None  # what the difference's interval is made from
 
     @property
     def missing(self) -> bool:
@@ -63,13 +78,13 @@ class Score:
 MISSING = Score(math.nan, math.nan, DASH)
 
 
-def _score(stat: dict | None, n_seeds: int, scale: float) -> Score:
+def _score(stat: dict | None, n_seeds: int, scale: float, sample: Sample | None = None) -> Score:
     text, _ = cell(stat, n_seeds, scale)
     if text == DASH:
         return MISSING
     n = len(stat["runs"]) if stat.get("runs") else n_seeds
     std = number(stat.get("std")) * scale if n > 1 else math.nan
-    return Score(number(stat["mean"]) * scale, std, text)
+    return Score(number(stat["mean"]) * scale, std, text, sample)
 
 
 def _average_over_languages(stats: list[dict]) -> dict | None:
@@ -93,20 +108,24 @@ def task_headlines(task: str, entry: dict, scale: float) -> list[tuple[str, Scor
         metric = entry.get("metric", "score")
         further = [(name, _average_over_languages([r[name] for r in entry.get("reports", {}).values() if name in r]))
                    for name in hints["scores"] if name != metric]
-        return [(f"{task}: {hints['names'].get(name, name)}", _score(stat, seeds, scale))
+        return [(f"{task}: {hints['names'].get(name, name)}",
+                 _score(stat, seeds, scale, task_sample(entry, "average", scale, None if name == metric else name)))
                 for name, stat in [(metric, entry.get("average")), *further]]
     source = entry.get("source")
     if source and entry.get("scenario") in ("zero_shot", "translate_train"):
-        return [(f"{task}: target avg", _score(entry.get("target_average"), seeds, scale)),
-                (f"{task}: {source}", _score(entry.get("per_language", {}).get(source), seeds, scale))]
-    return [(f"{task}: avg", _score(entry.get("average"), seeds, scale))]
+        return [(f"{task}: target avg", _score(entry.get("target_average"), seeds, scale,
+                                               task_sample(entry, "target_average", scale))),
+                (f"{task}: {source}", _score(entry.get("per_language", {}).get(source), seeds, scale,
+                                             task_sample(entry, source, scale)))]
+    return [(f"{task}: avg", _score(entry.get("average"), seeds, scale, task_sample(entry, "average", scale)))]
 
 
-def _layer_score(layers: list[int], values: list[float], index: int | None, at_best: bool) -> Score:
+def _layer_score(layers: list[int], values: list[float], index: int | None, at_best: bool,
+                 sample_at=None) -> Score:
     if index is None or math.isnan(values[index]):
         return MISSING
     text = f"{values[index]:.1f}" + (f" (layer {layers[index]})" if at_best else "")
-    return Score(values[index], math.nan, text)
+    return Score(values[index], math.nan, text, None if sample_at is None else sample_at(layers[index]))
 
 
 def probe_headlines(model: ModelResult) -> list[tuple[str, Score]]:
@@ -115,15 +134,22 @@ def probe_headlines(model: ModelResult) -> list[tuple[str, Score]]:
     out = []
     for name, r in model.data.get("retrieval", {}).items():
         accuracy = [number(v) * 100 for v in r["average"]]
-        out += [(f"{name}: acc@1 last", _layer_score(r["layers"], accuracy, len(accuracy) - 1, at_best=False)),
-                (f"{name}: acc@1 best", _layer_score(r["layers"], accuracy, best_index(accuracy), at_best=True))]
+        def retrieval_at(layer: int, r=r) -> Sample:
+            return retrieval_sample(r, layer)
+
+        out += [(f"{name}: acc@1 last", _layer_score(r["layers"], accuracy, len(accuracy) - 1, False, retrieval_at)),
+                (f"{name}: acc@1 best", _layer_score(r["layers"], accuracy, best_index(accuracy), True,
+                                                     retrieval_at))]
     for name, entry in model.data.get("alignment", {}).items():
         a = AlignmentResult.of(entry)
         aer = [v * 100 for v in a.test["aer"]]
         index = None if a.layer is None else a.layers.index(a.layer)
         # results written before the dev/test split have no test AER: a column of their own, named for what it is
         label = f"{name}: test AER" if a.is_test else f"{name}: AER best (no dev split)"
-        out.append((label, _layer_score(a.layers, aer, index, at_best=True)))
+        def alignment_at(layer: int, entry=entry, a=a) -> Sample:
+            return alignment_sample(entry, layer, a.test["aer"][a.layers.index(layer)])
+
+        out.append((label, _layer_score(a.layers, aer, index, True, alignment_at)))
     return out
 
 
@@ -147,37 +173,51 @@ def headline_scores(models: list[ModelResult]) -> tuple[list[str], dict[str, dic
     return columns, {m.name: {**tasks[m.name], **probes[m.name]} for m in models}
 
 
+def score_difference(model: Score, control: Score) -> Difference:
+    """model − control with its 95% interval (report/uncertainty.py); a score without a sample (written by hand or
+    by a caller that has none) counts as one seed: nothing decided."""
+    if model.missing or control.missing:
+        return Difference(math.nan, math.nan, NO_INTERVAL)
+    if model.sample is None or control.sample is None:
+        return Difference(model.mean - control.mean, math.nan, ONE_SEED)
+    return difference(model.sample, control.sample)
+
+
 def beyond_noise(model: Score, control: Score) -> bool:
-    """Whether |model − control| exceeds the combined seed std (both need a std over two or more seeds)."""
-    if model.missing or control.missing or math.isnan(model.std) or math.isnan(control.std):
-        return False
-    return abs(model.mean - control.mean) > math.hypot(model.std, control.std)
+    """Whether the 95% interval of model − control excludes 0 (and the interval may decide: not one seed)."""
+    return score_difference(model, control).significant
 
 
-def _signed(difference: float) -> str:
-    shown = round(difference, 1)
-    return "0.0" if shown == 0 else f"{shown:+.1f}"  # never "-0.0"
-
-
-def comparison_tables(models: list[ModelResult], control: str) -> tuple[Table, Table]:
-    """The headline scores of every model (control first) and their differences to the control, with the
-    differences beyond seed noise in bold."""
+def comparison_tables(models: list[ModelResult], control: str) -> tuple[Table, Table, Table]:
+    """The headline scores of every model (control first), their differences to the control with their 95%
+    intervals (bold: excluding 0), and the smallest difference detectable where it is not bold."""
     columns, scores = headline_scores(models)
     header = ["model", *columns]
     score_rows = [[m.name, *(scores[m.name].get(c, MISSING).text for c in columns)] for m in models]
-    difference_rows, marked = [], set()
+    difference_rows, detectable_rows, marked = [], [], set()
     for r, m in enumerate(models):
-        row = [m.name]
+        row, detectable = [m.name], [m.name]
         for c, column in enumerate(columns, start=1):
             mine, theirs = scores[m.name].get(column, MISSING), scores[control].get(column, MISSING)
-            row.append(DASH if mine.missing or theirs.missing else _signed(mine.mean - theirs.mean))
-            if beyond_noise(mine, theirs):
+            d = score_difference(mine, theirs) if m.name != control else Difference(0.0, math.nan, NO_INTERVAL)
+            row.append(DASH if mine.missing or theirs.missing else d.text())
+            if d.significant:
                 marked.add((r, c))
+            undecided = m.name != control and not d.significant and not math.isnan(d.detectable)
+            detectable.append((("≥ " if d.basis == ONE_SEED else "") + f"{d.detectable:.1f}") if undecided else DASH)
         difference_rows.append(row)
+        detectable_rows.append(detectable)
     return (Table(header, score_rows, caption=f"Headline numbers; mean ± std over seeds. Control: {control}."),
             Table(header, difference_rows, marked,
                   caption=f"Difference to the control ({control}): model − control in the column's units (for "
-                          "AER lower is better). Bold: larger than the combined seed std."))
+                          "AER lower is better) ± the half-width of its 95% interval (test items and seeds; † "
+                          "seeds only: no per-item outcomes recorded; ‡ binomial: no per-pair ranks recorded). "
+                          "Bold: the interval excludes 0. (one seed): a fine-tuned score from one seed decides "
+                          "nothing."),
+            Table(header, detectable_rows,
+                  caption="Smallest difference this run could have detected (95% interval, 80% power) where the "
+                          "difference is not bold: a true difference at least this large would have been found "
+                          "four times in five; ≥: one seed, the items' part alone; –: decided, or no interval."))
 
 
 def _tokens(count: int) -> str:
@@ -276,7 +316,7 @@ def language_bars(path: Path, task: str, models: list[ModelResult], colors: dict
 def comparison_section(models: list[ModelResult], control: str, fig_dir: Path, colors: dict[str, str]) -> Section:
     """The section for final `models` with `control` (one of their names) as the control."""
     ordered = sorted(models, key=lambda m: m.name != control)  # stable: the others keep the report's order
-    scores, differences = comparison_tables(ordered, control)
+    scores, differences, detectable = comparison_tables(ordered, control)
     blocks: list = [
         Text(f"Every method's final model against the control, {control} (the run config's `report.control`). "
              "Headline numbers: for zero-shot (and translate-train) tasks the average over the target languages and "
@@ -285,9 +325,10 @@ def comparison_section(models: list[ModelResult], control: str, fig_dir: Path, c
              "model's best layer; for word alignment the test AER at the layer chosen on each set's dev part "
              "(lowest dev AER). Cells are mean ± std over "
              "fine-tuning seeds (the probes are deterministic: no std); – marks missing data. A difference is "
-             "bold when it exceeds the combined seed std, sqrt(std_model² + std_control²), which needs two or "
-             "more seeds on both sides."),
-        scores, differences]
+             "bold when its 95% interval excludes 0: a paired bootstrap over the test items (the same resample "
+             "for both models) combined with the seeds' spread (Student's t at the Welch–Satterthwaite degrees of "
+             "freedom); one seed on either side of a fine-tuned score decides nothing."),
+        scores, differences, detectable]
     budgets = budget_table(ordered)
     if budgets is not None:
         blocks.append(budgets)
