@@ -234,8 +234,8 @@ def test_findings_on_constructed_results():
     assert dictionary.verdict == INCONCLUSIVE and dictionary.measured.endswith("; smallest detectable 7.6")
     retrieval = by_claim["sentence retrieval acc@1: MetaXLM above XLM at every layer"]
     assert (retrieval.verdict, retrieval.measured) == (
-        REPRODUCED, "higher beyond noise at 4 of 4 layers, the opposite at 0 (95% intervals, binomial); "
-                    "mean over layers 30.0 vs 20.0 (%)")
+        REPRODUCED, "higher at 4 of 4 layers, beyond noise at 4, the opposite beyond noise at 0 (95% intervals: "
+                    "binomial); mean over layers 30.0 vs 20.0 (%)")
     aer = by_claim["word alignment AER: MetaXLM below XLM at every layer but 0"]
     assert (aer.verdict, aer.numbers["layers"], aer.on) == (REPRODUCED, [1, 2, 3], "de-en (test AER)")
     gap = by_claim["transfer gap across checkpoints: MetaXLM's falls, XLM's rises"]

@@ -109,6 +109,10 @@ def test_seeds_only_and_no_interval_for_results_without_items():
                        Sample((50.0,), seeded=False, binomial_variance=5.0))
     assert probe.basis == BINOMIAL and probe.half_width == pytest.approx(1.959964 * 3.0, rel=1e-5)
     assert math.isnan(difference(Sample((math.nan,)), b).half_width)
+    # every seed the same on both sides (the demo's module task: all at the majority class): not a zero-width
+    # interval that would call them exactly equal, but none
+    same = difference(Sample((27.0, 27.0, 27.0)), Sample((27.0, 27.0, 27.0)))
+    assert same.basis == NO_INTERVAL and not same.decides
 
 
 def test_identical_models_on_identical_items_have_zero_item_variance():

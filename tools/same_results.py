@@ -21,7 +21,7 @@ import json
 import sys
 from pathlib import Path
 
-IGNORED_KEYS = ("model_dir", "seconds", "started", "finished", "report_hints")
+IGNORED_KEYS = ("model_dir", "seconds", "started", "finished", "report_hints", "written")
 
 
 def _sha(path: Path) -> str:

@@ -26,6 +26,7 @@ before the dev/test split have the whole set's "aer", "precision", ... at the to
 
 from __future__ import annotations
 
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Annotated, Any
 
@@ -175,7 +176,9 @@ def check_results(data: Any, path: Path) -> dict:
 
 def write_results(path: Path, results: dict) -> Path:
     """Write a results.json (NaN as null), checked first: a writer's mistake fails here, not in the report."""
-    data = json_safe(results)
+    # when it was written, inside the file: a report made from a copy (a clone, docs/results/) shows the evaluation's
+    # time, not the copy's
+    data = json_safe({**results, "written": datetime.now(UTC).strftime("%Y-%m-%d %H:%M:%S UTC")})
     check_results(data, path)
     atomic_write_json(path, data)
     return path

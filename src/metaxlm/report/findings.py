@@ -413,8 +413,13 @@ def _check_layers(finding: Finding, a: ModelResult, b: ModelResult, models: dict
         verdict = result.verdict
         word = "higher" if finding.direction == GREATER else "lower"
         bases = sorted({d.basis for d in result.differences.values()})
-        measured = (f"{word} beyond noise at {len(result.holds_at)} of {len(result.considered)} layers, "
-                    f"the opposite at {len(result.opposite_at)} (95% intervals, {', '.join(bases) or 'none'})")
+        pointwise = sum(_holds(d.estimate, 0.0, finding.direction) for d in result.differences.values())
+        measured = f"{word} at {pointwise} of {len(result.considered)} layers"
+        if any(d.decides for d in result.differences.values()):
+            measured += (f", beyond noise at {len(result.holds_at)}, the opposite beyond noise at "
+                         f"{len(result.opposite_at)} (95% intervals: {', '.join(bases)})")
+        elif result.considered:
+            measured += " (no interval: no per-pair outcomes recorded)"
         if kind == "retrieval" and result.considered:
             floors = [retrieval_floor(probes[name]) for probes in (probes_a, probes_b)]
             if all(at_chance(Measurement(values[layer].mean / 100), floor, 100.0)
@@ -428,7 +433,9 @@ def _check_layers(finding: Finding, a: ModelResult, b: ModelResult, models: dict
             undecided = [d.detectable for layer, d in result.differences.items()
                          if layer not in result.holds_at + result.opposite_at and not math.isnan(d.detectable)]
             if undecided and verdict == INCONCLUSIVE:
-                measured += f"; smallest detectable at the undecided layers {min(undecided):.1f}–{max(undecided):.1f}"
+                span = f"{min(undecided):.1f}" + (f"–{max(undecided):.1f}" if max(undecided) - min(undecided) >= 0.05
+                                                   else "")
+                measured += f"; smallest detectable at the undecided layers {span}"
         checks.append(Check(finding, f"{name} ({'acc@1' if kind == 'retrieval' else _aer_label(probes_a[name])})",
                             measured,
                             verdict, models,

@@ -42,7 +42,9 @@ class ModelResult:
 
     @property
     def modified(self) -> str:
-        return datetime.fromtimestamp(self.path.stat().st_mtime, UTC).strftime("%Y-%m-%d %H:%M:%S UTC")
+        """When the results were written: as the file records it (records.write_results), else its mtime."""
+        return self.data.get("written") or datetime.fromtimestamp(self.path.stat().st_mtime, UTC).strftime(
+            "%Y-%m-%d %H:%M:%S UTC")
 
 
 def number(value) -> float:

@@ -21,7 +21,8 @@ distinct outcomes), while the t quantile at their degrees of freedom keeps the f
 What each interval rests on (`Difference.basis`, shown in the tables):
 - ITEMS_AND_SEEDS: both parts, from per-item outcomes recorded per seed;
 - SEEDS_ONLY: results written before per-item outcomes were recorded: the seeds' part alone (the interval is too
-  narrow by the item noise it leaves out; tables mark it †);
+  narrow by the item noise it leaves out; tables mark it †); when every seed scored the same on both sides (all at
+  the majority class, say) it would be a single point, so there is none (NO_INTERVAL);
 - ITEMS: the probes (retrieval, word alignment), which have no seeds: the item part alone;
 - BINOMIAL: a probe scored before per-pair outcomes were recorded, with accuracy@1 over a known number of pairs: the
   binomial variance p(1 − p)/pairs of each model, unpaired (conservative when the models err on the same pairs);
@@ -225,6 +226,10 @@ def difference(a: Sample, b: Sample, *, resamples: int = RESAMPLES, seed: int = 
     if not parts:
         return Difference(estimate, math.nan, basis)
     variance = math.fsum(v for v, _ in parts)
+    if variance == 0 and basis == SEEDS_ONLY:
+        # every seed scored the same on both sides (e.g. all at the majority class): the seeds say nothing about
+        # the test items' noise, which is then all the noise there is, and this interval leaves it out
+        return Difference(estimate, math.nan, NO_INTERVAL)
     finite = math.fsum(v * v / df for v, df in parts if not math.isinf(df) and df > 0)
     df = variance * variance / finite if finite > 0 else math.inf
     se = math.sqrt(variance)
