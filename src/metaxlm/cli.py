@@ -36,9 +36,13 @@ def _load(args):
 
 
 def cmd_run(args) -> None:
-    from metaxlm.pipeline import run
+    from metaxlm.run.lock import run_dir_held
 
-    run(_load(args), progress=not args.no_progress)
+    cfg = _load(args)
+    with run_dir_held(cfg.output_dir, "metaxlm run", cfg.stages):  # shared by evaluations alone
+        from metaxlm.pipeline import run  # after the lock: a refused run answers at once
+
+        run(cfg, progress=not args.no_progress)
 
 
 def cmd_pretrain(args) -> None:
@@ -46,6 +50,7 @@ def cmd_pretrain(args) -> None:
     from metaxlm.pretrain.recipe import check_pretraining_config, export_for_evaluation, run_pretrain
     from metaxlm.run.info import recorded_invocation
     from metaxlm.run.layout import RunDir
+    from metaxlm.run.lock import run_dir_held
 
     cfg = _load(args)
     check_pretraining_config(cfg)
@@ -53,7 +58,7 @@ def cmd_pretrain(args) -> None:
     # one writer of run_info.json when launched with torchrun / accelerate
     root = RunDir.of(cfg).variant(variant).root
     recorded = recorded_invocation(root, cfg, "pretrain") if is_main() else nullcontext()
-    with recorded:
+    with run_dir_held(cfg.output_dir, "metaxlm pretrain"), recorded:  # the lock: rank 0's, for the launch
         if is_main():  # the run's decision (its output_dir's); the other processes train in rank 0's (broadcast)
             run_precision(cfg.output_dir)
         result = run_pretrain(cfg, variant, resume=args.resume, resume_from=args.resume_from,
@@ -67,27 +72,32 @@ def cmd_prepare(args) -> None:
     from metaxlm.pipeline import stage_prepare
     from metaxlm.run.info import recorded_invocation
     from metaxlm.run.layout import RunDir
+    from metaxlm.run.lock import run_dir_held
 
     cfg = _load(args)
     vocab = RunDir.of(cfg).vocab
     if not (vocab / "tokenizer_config.json").exists():
         raise MetaXLMError(f"no vocabulary at {vocab}: run `metaxlm vocab train {args.config}` first")
-    with recorded_invocation(cfg.output_dir, cfg, "prepare"):
+    with run_dir_held(cfg.output_dir, "metaxlm data prepare"), recorded_invocation(cfg.output_dir, cfg, "prepare"):
         stage_prepare(cfg, progress=not args.no_progress)
 
 
 def cmd_stats(args) -> None:
     from metaxlm.pipeline import stage_stats
+    from metaxlm.run.lock import run_dir_held
 
-    stage_stats(_load(args))
+    cfg = _load(args)
+    with run_dir_held(cfg.output_dir, "metaxlm data stats"):
+        stage_stats(cfg)
 
 
 def cmd_vocab_train(args) -> None:
     from metaxlm.pipeline import stage_vocab
     from metaxlm.run.info import recorded_invocation
+    from metaxlm.run.lock import run_dir_held
 
     cfg = _load(args)
-    with recorded_invocation(cfg.output_dir, cfg, "vocab"):
+    with run_dir_held(cfg.output_dir, "metaxlm vocab train"), recorded_invocation(cfg.output_dir, cfg, "vocab"):
         stage_vocab(cfg, progress=not args.no_progress)
 
 
@@ -135,9 +145,12 @@ def cmd_evaluate(args) -> None:
     from metaxlm.evaluation.recipe import evaluate_run
     from metaxlm.records import RESULTS_FILE
     from metaxlm.run.info import recorded_invocation
+    from metaxlm.run.lock import run_dir_held
 
     cfg = _load(args)
-    with recorded_invocation(cfg.output_dir, cfg, "evaluate"):
+    # shared with other evaluations of the run (an evaluation split over invocations side by side)
+    with run_dir_held(cfg.output_dir, "metaxlm evaluate", ["evaluate"]), \
+            recorded_invocation(cfg.output_dir, cfg, "evaluate"):
         run_precision(cfg.output_dir)
         evaluate_run(cfg, progress=not args.no_progress)
     print(f"results: {Path(cfg.output_dir) / 'eval'}/*/{RESULTS_FILE} (report: metaxlm report {cfg.output_dir})")
@@ -245,13 +258,19 @@ def cmd_align(args) -> None:
 
 def cmd_report(args) -> None:
     from metaxlm.report.evaluation import write_report
+    from metaxlm.run.lock import run_dir_held
 
     if args.finished_runs is not None:
         _report_finished_runs(args)
         return
     if not args.run_dirs:
         raise MetaXLMError("report: give one or more run directories (or --finished-runs CONFIG --out DIR)")
-    written = write_report([Path(d) for d in args.run_dirs], Path(args.out) if args.out else None)
+    if missing := [d for d in args.run_dirs if not Path(d).is_dir()]:
+        raise MetaXLMError(f"report: no run directory {missing[0]}")
+    # the folder it writes: <first run>/report is the run directory's (not while a run or evaluation writes it)
+    with run_dir_held(args.out or args.run_dirs[0], "metaxlm report",
+                      hint="wait for it, or write the report elsewhere meanwhile (--out DIR)"):
+        written = write_report([Path(d) for d in args.run_dirs], Path(args.out) if args.out else None)
     print(f"report: {written['html']} (and {written['markdown']})")
 
 
@@ -259,13 +278,15 @@ def _report_finished_runs(args) -> None:
     """`metaxlm report --finished-runs CONFIG [key=value ...] --out DIR` (metaxlm.report.finished_runs)."""
     from metaxlm.config import load_config
     from metaxlm.report.finished_runs import report_finished_runs
+    from metaxlm.run.lock import run_dir_held
 
     if args.out is None:
         raise MetaXLMError("report --finished-runs: give --out DIR (the assembled results and the report go there)")
     if paths := [a for a in args.run_dirs if "=" not in a]:
         raise MetaXLMError(f"report --finished-runs: {paths[0]!r} is not a key=value override (a report from "
                            "finished runs reads no run directory)")
-    written, to_come = report_finished_runs(load_config(args.finished_runs, args.run_dirs), Path(args.out))
+    with run_dir_held(args.out, "metaxlm report --finished-runs"):
+        written, to_come = report_finished_runs(load_config(args.finished_runs, args.run_dirs), Path(args.out))
     print(f"report: {written['html']} (and {written['markdown']})")
     for task, runs in to_come.items():
         print(f"to come, {task}: {', '.join(runs)}")

@@ -363,7 +363,20 @@ class _Runner:
 
     def train_and_test(self, train_items: list, tests: dict[str, list], seed: int, label: str) -> dict[str, float]:
         """Fine-tune a fresh model on `train_items` with `seed`; score on each test set (and, with
-        hyperparameters.eval_steps, also after those steps: the run's `curve`)."""
+        hyperparameters.eval_steps, also after those steps: the run's `curve`). With a store of runs, the run is
+        held by this process alone (`<run>.lock` beside its record): evaluations side by side on one run directory
+        (metaxlm.run.lock) never fine-tune the same (language, seed) into the same files."""
+        if self.runs_dir is None:
+            return self._train_and_test(train_items, tests, seed, label)
+        from metaxlm.run.lock import held
+
+        name = _run_name(label, seed)
+        with held(self.runs_dir / f"{name}.lock", f"fine-tuning {self.spec.name} {label} seed {seed}",
+                  subject=f"fine-tuning run {self.runs_dir / name}",
+                  hint="give evaluations side by side other seeds or languages (evaluate.seeds, data.languages)"):
+            return self._train_and_test(train_items, tests, seed, label)
+
+    def _train_and_test(self, train_items: list, tests: dict[str, list], seed: int, label: str) -> dict[str, float]:
         spec = self.spec
         hp = spec.hyperparameters
         self.note_chance(tests)

@@ -2,6 +2,7 @@
 
     <output_dir>/
       config.yaml, run_info.json       the resolved config and provenance (metaxlm.run.info)
+      metaxlm.lock                     held by the command writing the run (metaxlm.run.lock)
       timings.json                     the run clock's measured stage, variant and model times
       vocab/  prepared/  stats.json    shared vocabulary, Arrow data, corpus statistics
       stages/<stage>.json              what vocab/ and prepared/ were made from (reused while unchanged)
@@ -19,6 +20,8 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from metaxlm.io import CHECKPOINTS_DIR
+
+LOCK_FILE = "metaxlm.lock"  # a directory's lock (metaxlm.run.lock): run directories, report folders
 
 # metrics.jsonl: the held-out MLM loss of each language is logged as HELDOUT_LOSS + <lang>, their mean as
 # HELDOUT_LOSS + "mean" (written by the engine, read by the report)
@@ -93,6 +96,10 @@ class RunDir:
     @property
     def run_info(self) -> Path:
         return self.root / "run_info.json"
+
+    @property
+    def lock(self) -> Path:
+        return self.root / LOCK_FILE
 
     @property
     def timings(self) -> Path:
