@@ -882,3 +882,45 @@ def test_the_docs_recipe_translate_your_own_text_runs_as_written(tokenizer, tmp_
     output = commands[1].split(">", 1)[1].split("#")[0].strip()
     lines = Path(output).read_text(encoding="utf-8").split("\n")
     assert len(lines) == 4 and lines[1] == "" and lines[3] == ""  # three lines in, three out; the blank stays blank
+
+
+@pytest.mark.parametrize("direction, fixed, pair", [("forward", {"source": "en", "target": None}, "en→de"),
+                                                    ("reverse", {"source": None, "target": "en"}, "de→en")])
+def test_an_entry_records_what_its_results_translate_from_and_into(tmp_path, direction, fixed, pair):
+    """A reverse task (de→en) recorded `source: en`, which says the opposite of what it measured: the entry's
+    source/target are the language every result translates from/into, None where it is each result's own."""
+    import json
+
+    from metaxlm.finetune.scenarios import recorded_task_entry
+    from metaxlm.report.cells import language_pair
+
+    runs = tmp_path / "records" / "supervised-runs"
+    runs.mkdir(parents=True)
+    (runs / "de-seed0.json").write_text(json.dumps({"key": "k", "detail": {"seed": 0, "scores": {"de": 30.0}}}))
+    entry = recorded_task_entry(spec(tmp_path, direction=direction), tmp_path / "records", scenario="supervised",
+                                seeds=[0])
+    assert {k: entry[k] for k in ("direction", "source", "target")} == {"direction": direction, **fixed}
+    assert language_pair(entry, "de") == pair
+    legacy = {**entry, "source": "en"}  # written before `target` was: `source` named the fixed language either way
+    legacy.pop("target")
+    assert language_pair(legacy, "de") == pair
+
+
+def test_committed_translation_results_name_the_language_they_translate_from():
+    """Every directional task entry under docs/results says what its results translate from and into."""
+    import json
+
+    from metaxlm.report.cells import report_hints
+
+    checked = 0
+    for path in sorted((REPO / "docs" / "results").rglob("*.json")):
+        try:
+            record = json.loads(path.read_text(encoding="utf-8"))
+        except ValueError:
+            continue
+        tasks = record.get("tasks") if isinstance(record, dict) else None
+        for name, entry in (tasks if isinstance(tasks, dict) else {}).items():
+            if isinstance(entry, dict) and report_hints(entry)["directional"] and entry.get("direction") == "reverse":
+                checked += 1
+                assert entry.get("source") is None and entry.get("target"), f"{path}: {name}"
+    assert checked >= 2  # translation/results.veco.json and the EPYC series' veco

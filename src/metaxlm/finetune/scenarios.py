@@ -569,7 +569,11 @@ def _task_entry(spec: TaskSpec, scenario: str, seeds: Sequence[int], runs: dict[
     entry.update(summarize(runs, None if scenario == "supervised" else spec.source))
     entry.update(report_summary(details, spec.metric))
     if entry["report_hints"].get("directional"):  # which way it translates: source→language, or back
-        entry["direction"] = spec.direction
+        # what its results translate from and into: the one language every result has, None where it is each
+        # result's own (its per_language key); `reverse` translates each language into the spec's source
+        fixed = {"source": spec.source, "target": None} if spec.direction == "forward" else \
+            {"source": None, "target": spec.source}
+        entry.update(direction=spec.direction, **fixed)
     return entry
 
 

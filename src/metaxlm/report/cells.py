@@ -25,14 +25,23 @@ def report_hints(entry: dict) -> dict:
     return {**DEFAULT_REPORT_HINTS, **(declared if isinstance(declared, dict) else _BEFORE_HINTS.get(entry.get("type"), {}))}
 
 
+def translation_ends(entry: dict) -> tuple[str | None, str | None]:
+    """(source, target): the language every result of a directional entry translates from, and the one it
+    translates into; None where it is each result's own (its per_language key). Entries written before `target`
+    was recorded name the fixed language `source` in either direction (and those written before the direction was
+    recorded are forward)."""
+    if entry.get("direction") == "reverse":
+        return None, entry.get("target") or entry.get("source") or "?"
+    return entry.get("source") or "?", None
+
+
 def language_pair(entry: dict, lang: str) -> str:
     """How a task's result for test language `lang` is named: `lang` itself, except for a directional task (its
-    type's report hints), where it is what it translates — `source→lang`, or `lang→source` for a task run with
-    `direction: reverse` (entries written before the direction was recorded are forward)."""
+    type's report hints), where it is what it translates: `en→de`, `de→en` (translation_ends)."""
     if not report_hints(entry)["directional"]:
         return lang
-    source = entry.get("source", "?")
-    return f"{lang}→{source}" if entry.get("direction") == "reverse" else f"{source}→{lang}"
+    source, target = translation_ends(entry)
+    return f"{source or lang}→{target or lang}"
 
 
 def slug(name: str) -> str:

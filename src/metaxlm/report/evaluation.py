@@ -45,6 +45,7 @@ from metaxlm.report.cells import (
     report_hints,
     slug,
     task_languages,
+    translation_ends,
 )
 from metaxlm.report.colors import colors_for, report_colors, report_variant_names
 from metaxlm.report.comparison import comparison_sections
@@ -105,8 +106,8 @@ def task_table(task: str, entries: dict[str, dict]) -> Table:
     scenario = ", ".join(ordered(str(t.get("scenario", "?")) for t in entries.values()))
     seeds = ", ".join(ordered(str(n_seeds(t)) for t in entries.values()))
     caption = (f"{task}: {metric}{' (%)' if scale == 100 else ''}, {scenario}"
-               + (f" {'into' if first.get('direction') == 'reverse' else 'from'} {first['source']}"
-                  if first.get("source") else "")
+               + (f" {'from' if fixed[0] else 'into'} {fixed[0] or fixed[1]}" if (fixed := _fixed_language(first))
+                  else "")
                + f"; mean ± std over {seeds} seed(s). avg: all languages; gap: source − mean of the other languages"
                " (lower is better). Best per column in bold.")
     if collapsed_seen:
@@ -115,6 +116,14 @@ def task_table(task: str, entries: dict[str, dict]) -> Table:
                     f" prior, not transfer (e.g. {model}, {lang}, seed {runs[0]['seed']}: {runs[0]['what']}); likely"
                     " too few fine-tuning steps or too high a learning rate.")
     return Table(header, rows, bold, caption)
+
+
+def _fixed_language(entry: dict) -> tuple[str | None, str | None] | None:
+    """(source, None) of an entry whose results all come from one language, (None, target) of a translation into
+    one language (`direction: reverse`), None for neither."""
+    if report_hints(entry)["directional"]:
+        return translation_ends(entry)
+    return (entry["source"], None) if entry.get("source") else None
 
 
 def format_task_table(task: str, entries: dict[str, dict]) -> str:
