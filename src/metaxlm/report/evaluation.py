@@ -62,6 +62,7 @@ from metaxlm.report.results import (
     final_models,
     number,
 )
+from metaxlm.report.uncertainty import difference, task_sample
 from metaxlm.run.layout import RunDir
 
 TITLE = "MetaXLM evaluation report"
@@ -78,7 +79,8 @@ CHOSEN_ON_CAPTION = {
 
 
 def task_table(task: str, entries: dict[str, dict]) -> Table:
-    """Rows = models, columns = languages (source first), avg and transfer gap; best per column in bold."""
+    """Rows = models, columns = languages (source first), avg and transfer gap; the best per column in bold where it is
+    better than the runner-up beyond noise."""
     langs = task_languages(entries)
     scale = percent_scale(list(entries.values()))
     extras = [(label, key) for label, key in (("avg", "average"), ("gap", "transfer_gap"))
@@ -97,10 +99,18 @@ def task_table(task: str, entries: dict[str, dict]) -> Table:
         rows.append([model, *texts])
         shown.append([value for _, value in cells])
     bold = set()
+    keys = [*langs, *(key for _, key in extras)]
+    models = list(entries)
     for c in range(len(header) - 1) if len(rows) > 1 else ():
-        column = [row[c] for row in shown if not math.isnan(row[c])]
-        best = (min if header[c + 1] == "gap" else max)(column) if column else None
-        bold |= {(r, c + 1) for r, row in enumerate(shown) if row[c] == best}
+        # the best of the column, bold only when its 95% interval against the runner-up excludes 0: "best" means
+        # better than the rest by more than the noise (report/uncertainty.py), not first by a hair
+        ranked = sorted((r for r, row in enumerate(shown) if not math.isnan(row[c])),
+                        key=lambda r, c=c: shown[r][c], reverse=header[c + 1] != "gap")
+        if len(ranked) < 2 or shown[ranked[0]][c] == shown[ranked[1]][c]:
+            continue
+        best, second = (task_sample(entries[models[r]], keys[c], scale) for r in ranked[:2])
+        if difference(best, second).significant:
+            bold.add((ranked[0], c + 1))
     first = next(iter(entries.values()))
     metric = ", ".join(ordered(str(t.get("metric", "score")) for t in entries.values()))
     scenario = ", ".join(ordered(str(t.get("scenario", "?")) for t in entries.values()))
@@ -109,7 +119,8 @@ def task_table(task: str, entries: dict[str, dict]) -> Table:
                + (f" {'from' if fixed[0] else 'into'} {fixed[0] or fixed[1]}" if (fixed := _fixed_language(first))
                   else "")
                + f"; mean ± std over {seeds} seed(s). avg: all languages; gap: source − mean of the other languages"
-               " (lower is better). Best per column in bold.")
+               " (lower is better). Bold: the best of its column, where the 95% interval of its difference to the "
+                 "runner-up excludes 0 (test items and seeds; one seed: never).")
     if collapsed_seen:
         model, lang, runs = collapsed_seen[0]
         caption += (" Collapsed: the fine-tuned model gives one answer to (nearly) every test item, so its score is a"
