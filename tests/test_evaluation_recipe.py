@@ -327,3 +327,40 @@ def test_the_plan_resolves_each_tasks_scenario_and_seeds_once(tiny_run):
     assert [(t.seeds, t.matrix_seeds) for t in recipe.plan_tasks(own, final)] == [([5], [0, 1])]
     assert [t.seeds for t in recipe.plan_tasks(own, checkpoint)] == [[7]]
     assert recipe.plan_tasks(load_config(tiny_run, [*base, "evaluate.checkpoint_tasks=[]"]), checkpoint) == []
+
+
+def test_a_part_computed_by_other_code_is_computed_again(tiny_run, monkeypatch, capsys):
+    """Parts are keyed by the code that computes them too (metaxlm.run.code): after a fix, a stored part is computed
+    again, saying so. The finished fine-tuning runs are reused (they cost hours) and the task's entry names those
+    made by other code; each records the code and commit it was made by."""
+    from metaxlm.finetune import scenarios
+    from metaxlm.run import code as run_code
+
+    cfg = load_config(tiny_run, ["evaluate.checkpoints=false", "evaluate.seeds=[0]"])
+    first = recipe.evaluate_run(cfg, progress=False)[0]
+    parts = recipe.eval_dir(cfg) / "xlm" / "parts"
+    record = recipe.eval_dir(cfg) / "xlm" / "finetune" / "toy" / "zero_shot-runs" / "en-seed0.json"
+    made_by = json.loads(record.read_text())["detail"]["code"]
+    assert made_by["fingerprint"] == run_code.code_fingerprint(*scenarios.RUN_CODE) and "commit" in made_by
+    assert "other fine-tuning code" not in first["tasks"]["toy"]["note"]
+    calls = []
+    original = recipe.evaluate_retrieval
+    monkeypatch.setattr(recipe, "evaluate_retrieval", lambda *a, **k: calls.append(1) or original(*a, **k))
+    monkeypatch.setattr(scenarios, "finetune", lambda *a, **k: pytest.fail("a finished run was trained again"))
+    recipe.evaluate_run(cfg, progress=False)
+    assert calls == []  # the same code: every part reused
+    capsys.readouterr()
+    monkeypatch.setattr(run_code, "code_fingerprint", lambda *modules: "f1xed-c0de")  # a fix, say
+    again = recipe.evaluate_run(cfg, progress=False)[0]
+    assert calls == [1]
+    assert "retrieval-toy.json was computed by other code" in capsys.readouterr().out
+    assert {json.loads(p.read_text())["code"] for p in parts.glob("*.json")} == {"f1xed-c0de"}
+    assert again["tasks"]["toy"]["per_language"] == first["tasks"]["toy"]["per_language"]  # the run, reused
+    commit = (made_by["commit"] or "?")[:7] + (" dirty" if made_by["dirty"] else "")
+    assert (f"runs made by other fine-tuning code than this one's, reused: en seed 0 (commit {commit})"
+            in again["tasks"]["toy"]["note"])
+    stored = json.loads((parts / "alignment-toy.json").read_text())
+    stored.pop("code")  # a part stored before parts recorded their code: computed again
+    (parts / "alignment-toy.json").write_text(json.dumps(stored))
+    recipe.evaluate_run(cfg, progress=False)
+    assert "alignment-toy.json was computed by other code (code not recorded" in capsys.readouterr().out

@@ -8,7 +8,10 @@ alignment for every layer). Output: `<output_dir>/eval/<model>/results.json` (re
 
 Each finished part (one task, one retrieval set, one alignment set) is stored under `parts/` with a
 fingerprint of its settings and of the model's and tokenizer's files, so an interrupted evaluation resumes after
-the last finished part and a changed setting or model is recomputed, never silently reused.
+the last finished part and a changed setting or model is recomputed, never silently reused; and with the
+fingerprint of the code that computes it (metaxlm.run.code: this module and everything it imports), so a part a
+since-fixed bug made is recomputed too. The costly piece of a task part, each fine-tuning run, is not keyed by code:
+see `_cached`.
 
 `evaluate.models: {start: "start_of:<variant>"}` evaluates a `start_from` variant's start model in the vocabulary
 the variant's final/ has, the reference a continuation is compared with on equal terms. Evaluation only reads what
@@ -32,6 +35,7 @@ from metaxlm.io import atomic_write_json, disk_full_guard
 from metaxlm.models.archs.veco import VECO_SUBDIR
 from metaxlm.models.named import model_dir
 from metaxlm.records import RESULTS_FILE, write_results
+from metaxlm.run import code as run_code
 from metaxlm.run.clock import RunClock
 from metaxlm.run.layout import RunDir
 
@@ -176,17 +180,32 @@ def _fingerprint(obj: Any) -> str:
     return hashlib.sha256(json.dumps(obj, sort_keys=True, default=str).encode()).hexdigest()[:16]
 
 
+# The code every part is computed by: evaluation and everything it imports (fine-tuning, the probes, the metrics).
+PART_CODE = ("metaxlm.evaluation.recipe",)
+
+
 def _cached(path: Path, fingerprint: str, compute, *args, **kwargs) -> dict:
-    """The stored part if its settings are unchanged, else `compute(*args, **kwargs)`, stored."""
+    """The stored part if it was computed from these settings by this code, else `compute(*args, **kwargs)`, stored.
+
+    A part computed by other code (or stored before parts recorded theirs) is computed again, saying so: a part is
+    derived and cheap to remake — the probes' encoder passes take minutes, a task's entry is assembled again from
+    its finished fine-tuning runs — and a stale one is a wrong number. The finished runs themselves (hours each,
+    archived across machines in evaluate.finished_runs) are reused whatever code is running: each records the code
+    and commit it was made by, and a task entry with runs of other code than this evaluation's says which in its
+    note (metaxlm.finetune.scenarios). To recompute anyway, delete the part (or the run's record)."""
+    code = run_code.code_fingerprint(*PART_CODE)
     if path.exists():
         stored = json.loads(path.read_text())
         if stored.get("fingerprint") == fingerprint:
-            return stored["result"]
+            if stored.get("code") == code:
+                return stored["result"]
+            print(f"evaluate: {path.name} was computed by other code (code {stored.get('code') or 'not recorded'}, "
+                  f"now {code}): computing it again", flush=True)
     start = time.perf_counter()
     result = compute(*args, **kwargs)
     with _writing_results(path):
-        atomic_write_json(path, {"fingerprint": fingerprint, "seconds": round(time.perf_counter() - start, 1),
-                                 "result": result})
+        atomic_write_text(path, json_text({"fingerprint": fingerprint, "code": code,  # items' rows one line each
+                                           "seconds": round(time.perf_counter() - start, 1), "result": result}))
     return result
 
 

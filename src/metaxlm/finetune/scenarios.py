@@ -37,6 +37,7 @@ from metaxlm.finetune.spec import TaskSpec
 from metaxlm.finetune.tasks import Task, get_task
 from metaxlm.finetune.trainer import finetune, predict, set_seed
 from metaxlm.io import atomic_dir, atomic_write_json, atomic_write_text, json_safe
+from metaxlm.run import code as run_code
 from metaxlm.vocab.load import save_tokenizer
 
 SCENARIOS = ("zero_shot", "supervised", "translate_train", "transfer_matrix")
@@ -425,7 +426,8 @@ class _Runner:
         detail = {"label": label, "seed": seed, "train_items": len(train_items), "steps": len(losses),
                   "first_loss": losses[0], "last_loss": losses[-1], "train_seconds": round(trained, 1),
                   "total_seconds": round(before + time.perf_counter() - start, 1), "scores": scores,
-                  "machine": {"cpu": cpu_model(), "threads": torch.get_num_threads()}, "precision": dict(precisions)}
+                  "machine": {"cpu": cpu_model(), "threads": torch.get_num_threads()}, "precision": dict(precisions),
+                  "code": made_by()}
         if hp.curve_items is not None:
             detail["curve_items"] = {lang: len(examples) for lang, examples in curve_tests.items()}
         if reports:
@@ -577,9 +579,41 @@ def _task_entry(spec: TaskSpec, scenario: str, seeds: Sequence[int], runs: dict[
     return entry
 
 
+# The code a fine-tuning run is made by (metaxlm.run.code): this module and everything it imports.
+RUN_CODE = ("metaxlm.finetune.scenarios",)
+
+
+def made_by() -> dict:
+    """What a finished run records of the code it was made by: its fingerprint (RUN_CODE) and the commit. A run is
+    reused whatever code runs later (it costs hours; see metaxlm.evaluation.recipe._cached), and an entry with runs
+    of other code says so (other_code_note). A run resumed from its checkpoints records the code it finished with."""
+    from metaxlm.run.info import git_commit
+
+    return {"fingerprint": run_code.code_fingerprint(*RUN_CODE), **git_commit()}
+
+
+def other_code_note(details: list[dict]) -> str:
+    """A note naming the runs made by other fine-tuning code than this process's, by commit ("" when none; a run
+    recorded before runs recorded their code is not known to differ)."""
+    current = run_code.code_fingerprint(*RUN_CODE)
+    by_commit: dict[str, list[str]] = {}
+    for run in details:
+        code = run.get("code") or {}
+        if code.get("fingerprint") not in (None, current):
+            commit = (code.get("commit") or "?")[:7] + (" dirty" if code.get("dirty") else "")
+            by_commit.setdefault(commit, []).append(f"{run.get('label')} seed {run.get('seed')}")
+    if not by_commit:
+        return ""
+    runs = "; ".join(f"{', '.join(names)} (commit {commit})" for commit, names in by_commit.items())
+    return (f"runs made by other fine-tuning code than this one's, reused: {runs}; delete a run's record to make it "
+            f"again")
+
+
 def _entry_notes(spec: TaskSpec, notes: list[str], runner: _Runner) -> dict:
     """What every task entry adds after its runs: notes, the curve's test-item count, chance levels, collapses."""
-    out: dict = {"note": "; ".join(n for n in notes if n)}
+def _entry_notes(spec: TaskSpec, notes: list[str], runner: _Runner) -> dict:
+    """What every task entry adds after its runs: notes, the curve's test-item count, chance levels, collapses."""
+    out: dict = {"note": "; ".join(n for n in [*notes, other_code_note(runner.details)] if n)}
     if spec.hyperparameters.eval_steps and spec.hyperparameters.curve_items is not None:
         out["curve_items"] = spec.hyperparameters.curve_items  # the curve's points are on this many test items
     if runner.chance:
