@@ -204,8 +204,8 @@ def _cached(path: Path, fingerprint: str, compute, *args, **kwargs) -> dict:
     start = time.perf_counter()
     result = compute(*args, **kwargs)
     with _writing_results(path):
-        atomic_write_text(path, json_text({"fingerprint": fingerprint, "code": code,  # items' rows one line each
-                                           "seconds": round(time.perf_counter() - start, 1), "result": result}))
+        atomic_write_json(path, {"fingerprint": fingerprint, "code": code,
+                                 "seconds": round(time.perf_counter() - start, 1), "result": result})
     return result
 
 
