@@ -22,9 +22,9 @@ import numpy as np
 import torch
 
 __all__ = [
-    "accuracy", "accuracy_at_1", "alignment_scores", "lowest_aer_layer", "mean_std", "normalize_answer", "qa_tokens",
-    "seqeval_f1", "span_f1", "squad_em_f1", "transfer_gap", "ITEM_KINDS", "item_statistics", "metric_from_sums",
-    "sentence_statistics",
+    "accuracy", "accuracy_at_1", "alignment_counts", "alignment_scores", "gold_ranks", "lowest_aer_layer", "mean_std",
+    "normalize_answer", "qa_tokens", "seqeval_counts", "seqeval_f1", "span_counts", "span_f1", "squad_em_f1",
+    "squad_per_question", "transfer_gap", "ITEM_KINDS", "item_statistics", "metric_from_sums", "sentence_statistics",
 ]
 
 
@@ -60,21 +60,42 @@ def accuracy_at_1(similarity: torch.Tensor | np.ndarray) -> float:
     if sim.dim() != 2 or sim.shape[0] == 0 or sim.shape[1] < sim.shape[0]:
         raise ValueError(f"accuracy_at_1 needs an n x m similarity matrix with m >= n > 0, got {tuple(sim.shape)}")
     best = sim.float().argmax(dim=1)
-    return (best == torch.arange(sim.shape[0])).float().mean().item()
+    return (best == torch.arange(sim.shape[0])).sum().item() / sim.shape[0]  # exact: hits / rows, not a float32 mean
+
+
+def gold_ranks(similarity: torch.Tensor | np.ndarray) -> list[int]:
+    """Each row's rank of its gold column i (1: retrieved first), the per-item outcome of `accuracy_at_1`: 1 + the
+    columns more similar + the columns as similar at a lower index, the order its argmax breaks ties in, so that
+    accuracy_at_1 is exactly the share of rank 1."""
+    sim = torch.as_tensor(similarity)
+    if sim.dim() != 2 or sim.shape[0] == 0 or sim.shape[1] < sim.shape[0]:
+        raise ValueError(f"gold_ranks needs an n x m similarity matrix with m >= n > 0, got {tuple(sim.shape)}")
+    sim = sim.float()
+    rows = torch.arange(sim.shape[0])
+    gold = sim[rows, rows][:, None]
+    before = torch.arange(sim.shape[1])[None, :] < rows[:, None]
+    return (1 + (sim > gold).sum(dim=1) + ((sim == gold) & before).sum(dim=1)).tolist()
 
 
 # --- spans and tags -------------------------------------------------------------------------------------
 
+def span_counts(pred: Sequence[Iterable[tuple]], gold: Sequence[Iterable[tuple]]) -> list[list[int]]:
+    """[true positives, false positives, false negatives] of each example's exact-match spans: the per-item
+    outcomes whose sums `span_f1` is made of."""
+    _check_same_length(pred, gold, "span_f1")
+    rows = []
+    for p, g in zip(pred, gold, strict=True):
+        p, g = set(p), set(g)
+        rows.append([len(p & g), len(p - g), len(g - p)])
+    return rows
+
+
 def span_f1(pred: Sequence[Iterable[tuple]], gold: Sequence[Iterable[tuple]]) -> dict[str, float]:
     """Micro precision/recall/F1 of exact-match spans, e.g. (start, end, label) character spans: a predicted
     span counts only when offsets and label all match a gold span of the same example."""
-    _check_same_length(pred, gold, "span_f1")
-    correct = n_pred = n_gold = 0
-    for p, g in zip(pred, gold, strict=True):
-        p, g = set(p), set(g)
-        correct += len(p & g)
-        n_pred += len(p)
-        n_gold += len(g)
+    rows = span_counts(pred, gold)
+    correct = sum(tp for tp, _, _ in rows)
+    n_pred, n_gold = correct + sum(fp for _, fp, _ in rows), correct + sum(fn for _, _, fn in rows)
     precision, recall = _ratio(correct, n_pred), _ratio(correct, n_gold)
     return {"precision": precision, "recall": recall, "f1": _f1(precision, recall)}
 
@@ -92,6 +113,22 @@ def seqeval_f1(pred_tags: Sequence[Sequence[str]], gold_tags: Sequence[Sequence[
     return {"precision": float(precision_score(gold, pred, zero_division=0)),
             "recall": float(recall_score(gold, pred, zero_division=0)),
             "f1": float(f1_score(gold, pred, zero_division=0))}
+
+
+def seqeval_counts(pred_tags: Sequence[Sequence[str]], gold_tags: Sequence[Sequence[str]]) -> list[list[int]]:
+    """[true positives, false positives, false negatives] of each sentence's entities, found by seqeval's own
+    `get_entities` (its default mode, which `seqeval_f1` scores with): seqeval joins the sentences with an O between
+    them, so no entity crosses a sentence and its micro counts are these rows' sums."""
+    from seqeval.metrics.sequence_labeling import get_entities
+
+    _check_same_length(pred_tags, gold_tags, "seqeval_f1")
+    rows = []
+    for k, (p, g) in enumerate(zip(pred_tags, gold_tags, strict=True)):
+        if len(p) != len(g):
+            raise ValueError(f"seqeval_f1: sentence {k} has {len(p)} predicted tags for {len(g)} gold tags")
+        predicted, true = set(get_entities(list(p))), set(get_entities(list(g)))
+        rows.append([len(predicted & true), len(predicted - true), len(true - predicted)])
+    return rows
 
 
 # --- extractive QA -----------------------------------------------------------------------------------------
@@ -167,23 +204,32 @@ def _qa_f1(pred_tokens: list[str], gold_tokens: list[str]) -> float:
     return 2 * precision * recall / (precision + recall)
 
 
+def squad_per_question(predictions: Mapping[Hashable, str], references: Mapping[Hashable, Sequence[str]],
+                       lang: str | None = None) -> dict[Hashable, tuple[float, float]]:
+    """(exact match, token F1) of each question of `references` (in its order) as fractions, each the max over the
+    question's gold answers; a question without a prediction scores (0, 0): what `squad_em_f1` averages."""
+    if not references:
+        raise ValueError("squad_em_f1: nothing to score (no references)")
+    out = {}
+    for qid, answers in references.items():
+        if isinstance(answers, str) or not answers:
+            raise ValueError(f"squad_em_f1: question {qid!r} needs a non-empty list of gold answers")
+        if qid not in predictions:
+            out[qid] = (0.0, 0.0)
+            continue
+        pred = qa_tokens(predictions[qid], lang)
+        golds = [qa_tokens(a, lang) for a in answers]
+        out[qid] = (max(float(pred == g) for g in golds), max(_qa_f1(pred, g) for g in golds))
+    return out
+
+
 def squad_em_f1(predictions: Mapping[Hashable, str], references: Mapping[Hashable, Sequence[str]],
                 lang: str | None = None) -> dict[str, float]:
     """Exact match and token F1 in percent, each the max over a question's gold answers, averaged over
     `references`. As in the official scripts, a question without a prediction scores 0, and predictions
     for ids not in `references` are ignored."""
-    if not references:
-        raise ValueError("squad_em_f1: nothing to score (no references)")
-    exact = f1 = 0.0
-    for qid, answers in references.items():
-        if isinstance(answers, str) or not answers:
-            raise ValueError(f"squad_em_f1: question {qid!r} needs a non-empty list of gold answers")
-        if qid not in predictions:
-            continue
-        pred = qa_tokens(predictions[qid], lang)
-        golds = [qa_tokens(a, lang) for a in answers]
-        exact += max(float(pred == g) for g in golds)
-        f1 += max(_qa_f1(pred, g) for g in golds)
+    scores = squad_per_question(predictions, references, lang).values()
+    exact, f1 = sum(em for em, _ in scores), sum(f for _, f in scores)
     return {"exact_match": 100.0 * exact / len(references), "f1": 100.0 * f1 / len(references)}
 
 
@@ -194,21 +240,26 @@ def alignment_scores(pred: Sequence[Iterable[tuple[int, int]]], sure: Sequence[I
     """Corpus-level AER (Och & Ney 2003) with precision = |A∩P|/|A|, recall = |A∩S|/|S| and their F1,
     counts summed over sentence pairs. P is taken as P ∪ S, so a possible set that omits the sure links
     (P-only lists) still gives the standard AER = 1 − (|A∩S| + |A∩P|) / (|A| + |S|)."""
-    _check_same_length(pred, sure, "alignment_scores")
-    _check_same_length(possible, sure, "alignment_scores (possible vs sure)")
-    a_and_s = a_and_p = n_a = n_s = 0
-    for a, s, p in zip(pred, sure, possible, strict=True):
-        a, s = set(a), set(s)
-        p = set(p) | s
-        a_and_s += len(a & s)
-        a_and_p += len(a & p)
-        n_a += len(a)
-        n_s += len(s)
+    a_and_s, a_and_p, n_a, n_s = (sum(column) for column in zip(*alignment_counts(pred, sure, possible), strict=True))
     if n_a + n_s == 0:
         raise ValueError("alignment_scores: no predicted and no sure links, AER is undefined")
     precision, recall = _ratio(a_and_p, n_a), _ratio(a_and_s, n_s)
     return {"aer": 1.0 - (a_and_s + a_and_p) / (n_a + n_s), "precision": precision, "recall": recall,
             "f1": _f1(precision, recall)}
+
+
+def alignment_counts(pred: Sequence[Iterable[tuple[int, int]]], sure: Sequence[Iterable[tuple[int, int]]],
+                     possible: Sequence[Iterable[tuple[int, int]]]) -> list[list[int]]:
+    """[|A∩S|, |A∩P|, |A|, |S|] of each sentence pair (P taken as P ∪ S): the per-item outcomes whose sums
+    `alignment_scores` is made of."""
+    _check_same_length(pred, sure, "alignment_scores")
+    _check_same_length(possible, sure, "alignment_scores (possible vs sure)")
+    rows = []
+    for a, s, p in zip(pred, sure, possible, strict=True):
+        a, s = set(a), set(s)
+        p = set(p) | s
+        rows.append([len(a & s), len(a & p), len(a), len(s)])
+    return rows
 
 
 def lowest_aer_layer(layers: Sequence[int], aer: Sequence[float | None]) -> int | None:
@@ -300,9 +351,16 @@ def metric_from_sums(kind: str, sums: np.ndarray, items: int | np.ndarray) -> np
     raise ValueError(f"unknown item kind {kind!r} (kinds: {', '.join(ITEM_KINDS)})")
 
 
-def sentence_statistics(kind: str, hypotheses: Sequence[str], references: Sequence[str]) -> list[list[int]]:
+def sentence_statistics(kind: str, hypotheses: Sequence[str], references: Sequence[str], *,
+                        tokenize: str | None = None) -> list[list[int]]:
     """sacreBLEU's per-sentence statistics ("bleu" or "chrf") of one reference per hypothesis: the rows whose
-    sums `metric_from_sums` turns into the corpus score sacreBLEU reports."""
-    scorer = _sacrebleu_metric(kind)
+    sums `metric_from_sums` turns into the corpus score sacreBLEU reports. `tokenize`: BLEU's tokenizer (e.g.
+    "zh"; None: sacreBLEU's default), which the statistics depend on but the score from their sums does not."""
+    if kind == "bleu" and tokenize is not None:
+        from sacrebleu.metrics import BLEU
+
+        scorer = BLEU(tokenize=tokenize)
+    else:
+        scorer = _sacrebleu_metric(kind)
     return [list(map(int, row)) for row in scorer._extract_corpus_statistics(list(hypotheses),
                                                                             [list(references)])]

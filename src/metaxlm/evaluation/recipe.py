@@ -31,10 +31,10 @@ from typing import Any
 
 from metaxlm.config import START_OF, AlignmentEvalSpec, EvalConfig, RetrievalEvalSpec, RunConfig
 from metaxlm.errors import ConfigError, MetaXLMError
-from metaxlm.io import atomic_write_json, disk_full_guard
+from metaxlm.io import atomic_write_text, disk_full_guard
 from metaxlm.models.archs.veco import VECO_SUBDIR
 from metaxlm.models.named import model_dir
-from metaxlm.records import RESULTS_FILE, write_results
+from metaxlm.records import RESULTS_FILE, json_text, write_results
 from metaxlm.run import code as run_code
 from metaxlm.run.clock import RunClock
 from metaxlm.run.layout import RunDir
@@ -204,8 +204,8 @@ def _cached(path: Path, fingerprint: str, compute, *args, **kwargs) -> dict:
     start = time.perf_counter()
     result = compute(*args, **kwargs)
     with _writing_results(path):
-        atomic_write_json(path, {"fingerprint": fingerprint, "code": code,
-                                 "seconds": round(time.perf_counter() - start, 1), "result": result})
+        atomic_write_text(path, json_text({"fingerprint": fingerprint, "code": code,  # items' rows one line each
+                                           "seconds": round(time.perf_counter() - start, 1), "result": result}))
     return result
 
 
@@ -246,15 +246,18 @@ def evaluate_retrieval(model, tokenizer, spec: RetrievalEvalSpec, languages: lis
                        ecfg: EvalConfig, progress: bool) -> dict:
     from metaxlm.features.retrieval import retrieval_by_layer
 
-    per_language = {}
+    per_language, ranks = {}, {}
     for lang in spec.languages or [code for code in languages if code != pivot]:
         src, tgt = retrieval_pairs(spec, lang, pivot)
         per_language[lang] = retrieval_by_layer(model, tokenizer, src, tgt, layers=ecfg.layers,
                                                 batch_size=ecfg.batch_size, batch_tokens=ecfg.batch_tokens,
-                                                precision=ecfg.precision)
+                                                precision=ecfg.precision, ranks=True)
         per_language[lang]["pairs"] = len(src)
+        # each pair's ranks, per layer: what the report's paired bootstrap resamples (records.RetrievalItems)
+        ranks[lang] = {"layers": per_language[lang]["layers"], "rows": per_language[lang].pop("ranks")}
     layers = next(iter(per_language.values()))["layers"]
-    return {"layers": layers, "average": _mean_over(per_language, "mean"), "per_language": per_language}
+    return {"layers": layers, "average": _mean_over(per_language, "mean"), "per_language": per_language,
+            "items": {"kind": "rank", "per_language": ranks}}
 
 
 def evaluate_alignment(model, tokenizer, spec: AlignmentEvalSpec, ecfg: EvalConfig) -> dict:

@@ -53,11 +53,11 @@ from metaxlm.features.layers import (
     pad_id,
     resolve_layers,
 )
-from metaxlm.metrics import alignment_scores, lowest_aer_layer
+from metaxlm.metrics import alignment_counts, alignment_scores, lowest_aer_layer
 from metaxlm.records import CHOSEN_ON_DEV, FIXED_DEFAULT
 
 __all__ = ["AlignedFile", "EncodedPairs", "WordAligner", "align_file", "alignment_by_layer", "alignment_dev_test",
-           "default_layer", "format_dev_scores", "read_pairs", "scores_by_layer", "token_states"]
+           "counts_by_layer", "default_layer", "format_dev_scores", "read_pairs", "scores_by_layer", "token_states"]
 
 METHODS = ("ot", "argmax", "itermax")
 
@@ -239,6 +239,14 @@ def scores_by_layer(predictions: dict[int, list[Links]], aset: AlignmentSet,
     return result
 
 
+def counts_by_layer(predictions: dict[int, list[Links]], aset: AlignmentSet, part: range | None = None) -> list:
+    """Per layer (in the order of `predictions`), each pair of `part` (default: all)'s [|A∩S|, |A∩P|, |A|, |S|]
+    (metrics.alignment_counts): the per-pair outcomes whose sums give `scores_by_layer`'s AER."""
+    part = range(len(aset)) if part is None else part
+    gold = aset.subset(part)
+    return [alignment_counts([pred[k] for k in part], gold.sure, gold.possible) for pred in predictions.values()]
+
+
 def alignment_by_layer(model, tokenizer, aset: AlignmentSet, *, method: str = "ot",
                        layers: Sequence[int] | None = None, batch_size: int = 64, progress: bool = False,
                        **settings) -> dict[str, list]:
@@ -256,7 +264,8 @@ def alignment_dev_test(model, tokenizer, aset: AlignmentSet, *, dev_fraction: fl
     whole set, and the layer to report: the lowest dev AER (ties: the shallower), or with no dev part
     (dev_fraction 0, or a one-pair set) the aligner's fixed default layer, which must then be among `layers`.
     {"layers", "split": {dev_fraction, dev_pairs, test_pairs}, "dev": scores (only with a dev part), "test": scores,
-    "chosen_layer", "chosen_on": "dev" | "fixed default"}; scores as `scores_by_layer`."""
+    "chosen_layer", "chosen_on": "dev" | "fixed default", "items": {"kind": "aer", "layers", "rows": the test pairs'
+    counts per layer (`counts_by_layer`)}}; scores as `scores_by_layer`."""
     aligner = WordAligner(model, tokenizer, method=method, batch_size=batch_size, **settings)
     layers = resolve_layers(model, layers)
     dev, test = dev_test_split(len(aset), dev_fraction)
@@ -273,6 +282,8 @@ def alignment_dev_test(model, tokenizer, aset: AlignmentSet, *, dev_fraction: fl
         chosen = aligner.layer, FIXED_DEFAULT
     result["test"] = scores_by_layer(predictions, aset, test)
     result["chosen_layer"], result["chosen_on"] = chosen
+    # each test pair's counts: what the report's paired bootstrap resamples (records.AlignmentItems)
+    result["items"] = {"kind": "aer", "layers": layers, "rows": counts_by_layer(predictions, aset, test)}
     return result
 
 

@@ -10,22 +10,25 @@ import torch.nn.functional as F
 from metaxlm.config import INFERENCE_BATCH_TOKENS
 from metaxlm.errors import MetaXLMError
 from metaxlm.features.layers import encode_layers
-from metaxlm.metrics import accuracy_at_1
+from metaxlm.metrics import accuracy_at_1, gold_ranks
 
 
 def retrieval_by_layer(model, tokenizer, src: Sequence[str], tgt: Sequence[str], *,
                        layers: Sequence[int] | None = None, batch_size: int = 64,
                        batch_tokens: int | None = INFERENCE_BATCH_TOKENS, pooling: str = "mean",
-                       max_length: int = 512, precision: str = "auto", progress: bool = False) -> dict:
+                       max_length: int = 512, precision: str = "auto", progress: bool = False,
+                       ranks: bool = False) -> dict:
     """src[i] and tgt[i] are translations. Returns {"layers", "src2tgt", "tgt2src", "mean"}: lists of
-    accuracy@1 fractions, one per layer (0 = embeddings; default: every layer)."""
+    accuracy@1 fractions, one per layer (0 = embeddings; default: every layer). With `ranks`, also "ranks": per
+    layer, each pair's [rank of tgt[i] for src[i], rank of src[i] for tgt[i]] (1: retrieved first; metrics.gold_ranks),
+    the per-pair outcomes whose share of 1s is "mean"."""
     if len(src) != len(tgt) or not src:
         raise MetaXLMError(f"retrieval needs the same non-zero number of sentences on both sides, "
                            f"got {len(src)} and {len(tgt)}")
     vectors = encode_layers(model, tokenizer, [*src, *tgt], layers=layers, batch_size=batch_size,
                             batch_tokens=batch_tokens, pooling=pooling, max_length=max_length, precision=precision,
                             progress=progress)
-    result: dict[str, list] = {"layers": [], "src2tgt": [], "tgt2src": [], "mean": []}
+    result: dict[str, list] = {"layers": [], "src2tgt": [], "tgt2src": [], "mean": [], **({"ranks": []} if ranks else {})}
     for layer, v in vectors.items():
         v = F.normalize(v, dim=-1)
         similarity = v[:len(src)] @ v[len(src):].T  # cosine
@@ -34,4 +37,7 @@ def retrieval_by_layer(model, tokenizer, src: Sequence[str], tgt: Sequence[str],
         result["src2tgt"].append(src2tgt)
         result["tgt2src"].append(tgt2src)
         result["mean"].append((src2tgt + tgt2src) / 2)
+        if ranks:
+            result["ranks"].append([list(pair) for pair in zip(gold_ranks(similarity), gold_ranks(similarity.T),
+                                                               strict=True)])
     return result

@@ -36,7 +36,8 @@ from metaxlm.finetune.models import load_finetune_tokenizer, load_model
 from metaxlm.finetune.spec import TaskSpec
 from metaxlm.finetune.tasks import Task, get_task
 from metaxlm.finetune.trainer import finetune, predict, set_seed
-from metaxlm.io import atomic_dir, atomic_write_json, atomic_write_text, json_safe
+from metaxlm.io import atomic_dir, atomic_write_text, json_safe
+from metaxlm.records import json_text
 from metaxlm.run import code as run_code
 from metaxlm.vocab.load import save_tokenizer
 
@@ -387,7 +388,8 @@ class _Runner:
             if self.progress:
                 print(f"  {spec.name} {label} seed {seed}: reused the finished run ({path})", flush=True)
             if path.parent != self.runs_dir and self.runs_dir is not None:  # from the archive: the run keeps it too
-                atomic_write_json(self.runs_dir / path.name, json_safe({"key": self.resume_key, "detail": detail}))
+                atomic_write_text(self.runs_dir / path.name, json_text(json_safe({"key": self.resume_key,
+                                                                                  "detail": detail})))
             return detail["scores"]
         self._check_archive(label, seed)
         task = self.new_task(train_items)
@@ -432,6 +434,8 @@ class _Runner:
             detail["curve_items"] = {lang: len(examples) for lang, examples in curve_tests.items()}
         if reports:
             detail["reports"] = reports
+        if items := run_items(task, tests, predictions, spec.metric):
+            detail["items"] = items
         if collapsed:
             detail["collapsed"] = collapsed
         outputs = {lang: rows for lang, examples in tests.items() if (rows := task.outputs(examples, predictions[lang]))}
@@ -450,7 +454,7 @@ class _Runner:
                                                        spec.hyperparameters))
         self.details.append(detail)
         for path in self._run_files(label, seed):
-            atomic_write_json(path, json_safe({"key": self.resume_key, "detail": detail}))
+            atomic_write_text(path, json_text(json_safe({"key": self.resume_key, "detail": detail})))
         if checkpoints is not None:  # recorded: its checkpoints are of no more use
             checkpoints.remove()
         if self.progress:
@@ -458,6 +462,39 @@ class _Runner:
             print(f"  {spec.name} {label} seed {seed}: {len(train_items)} items, {len(losses)} steps, "
                   f"{time.perf_counter() - start:.0f}s; {spec.metric} {shown}", flush=True)
         return scores
+
+
+def run_items(task: Task, tests: dict[str, list], predictions: dict, metric: str) -> dict[str, dict]:
+    """One run's per-item outcomes of its final test, {lang: {metric name: {"kind", "rows"}}} (Task.item_rows; none
+    for a task type without them): kept in the run's record, so that a reused run has them too, and gathered over
+    the seeds by `item_outcomes` for the report's paired bootstrap."""
+    out: dict[str, dict] = {}
+    for lang, examples in tests.items():
+        found = task.item_rows(examples, predictions[lang], metric=metric, lang=lang)
+        if not found:
+            continue
+        if metric not in found:
+            raise MetaXLMError(f"task type {task.name}: item_rows gives no rows of the metric {metric!r} it is scored "
+                               f"by (only {', '.join(found)})")
+        out[lang] = {name: {"kind": kind, "rows": rows} for name, (kind, rows) in found.items()}
+    return out
+
+
+def item_outcomes(details: list[dict]) -> dict:
+    """A task entry's `items` from its runs' (`run_items`): {metric name: {"kind", "per_language": {lang: {"seeds",
+    "rows"}}}}, the rows of each seed in the order of the runs, which is that of the language's `runs` scores. A run
+    recorded before per-item outcomes were (it has none) is left out, and its seed with it."""
+    out: dict[str, dict] = {}
+    for run in details:
+        for lang, metrics in run.get("items", {}).items():
+            for name, found in metrics.items():
+                entry = out.setdefault(name, {"kind": found["kind"], "per_language": {}})
+                if entry["kind"] != found["kind"]:
+                    raise MetaXLMError(f"items of {name}: runs record kinds {entry['kind']!r} and {found['kind']!r}")
+                per = entry["per_language"].setdefault(lang, {"seeds": [], "rows": []})
+                per["seeds"].append(run["seed"])
+                per["rows"].append(found["rows"])
+    return out
 
 
 def save_finetuned(model, tokenizer, out_dir: Path, hp=None) -> Path:
@@ -570,6 +607,8 @@ def _task_entry(spec: TaskSpec, scenario: str, seeds: Sequence[int], runs: dict[
              "report_hints": get_task(spec.type).report_hints}
     entry.update(summarize(runs, None if scenario == "supervised" else spec.source))
     entry.update(report_summary(details, spec.metric))
+    if items := item_outcomes(details):  # each test item's outcome per seed: the report's paired bootstrap
+        entry["items"] = items
     if entry["report_hints"].get("directional"):  # which way it translates: source→language, or back
         # what its results translate from and into: the one language every result has, None where it is each
         # result's own (its per_language key); `reverse` translates each language into the spec's source
@@ -666,9 +705,9 @@ def run_task(spec: TaskSpec, model_dir: str | Path, out_dir: str | Path | None =
         print(f"warning: {spec.name} ({scenario}): fine-tuning collapsed in {', '.join(runs)} (e.g. {first}): likely "
               f"too few steps or too high a learning rate", file=sys.stderr, flush=True)
     if out_dir is not None:
-        atomic_write_json(Path(out_dir) / f"{scenario}.json", json_safe({
+        atomic_write_text(Path(out_dir) / f"{scenario}.json", json_text(json_safe({
             "task": spec.model_dump(mode="json"), "model_dir": str(model_dir), "entry": entry,
-            "seconds": round(time.perf_counter() - start, 1), "runs": runner.details}))
+            "seconds": round(time.perf_counter() - start, 1), "runs": runner.details})))
     return entry
 
 

@@ -105,6 +105,14 @@ class Task:
         (e.g. "signatures"); recorded in the results. Default: nothing more."""
         return {}
 
+    def item_rows(self, examples: Sequence, predictions: list, *, metric: str,
+                  lang: str | None = None) -> dict[str, tuple[str, list[list[float]]]] | None:
+        """Each test item's outcome, so that the report can resample the test items (a paired bootstrap) and
+        recompute the scores: {metric name: (kind, one row per example in test-set order)}, `kind` one of
+        metaxlm.metrics.ITEM_KINDS, whose `metric_from_sums` over all rows is exactly what `score` (or `report`)
+        gives. The main `metric` at least. Default: none (a task type without them has no interval over items)."""
+        return None
+
     def constant_predictions(self, examples: Sequence) -> list | dict | None:
         """The best answer that ignores the input, for every example (the test set's majority class or tag, no
         span, an empty answer): its score is the task's chance level ("majority-class score"), which a model must

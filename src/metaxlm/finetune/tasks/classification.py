@@ -53,6 +53,9 @@ class ClassificationTask(Task):
 
         return accuracy(predictions, [ex.label for ex in examples])
 
+    def item_rows(self, examples, predictions, *, metric: str, lang: str | None = None) -> dict:
+        return {metric: ("mean", [[int(p == ex.label)] for ex, p in zip(examples, predictions, strict=True)])}
+
     def constant_predictions(self, examples) -> list[str]:
         from collections import Counter
 

@@ -14,6 +14,11 @@ from metaxlm.finetune.tasks import register_task
 from metaxlm.finetune.tasks.base import Feature, Task, collapsed_to_one
 
 
+def _compact(value: float) -> float | int:
+    """An integral value as an int (results.json stays short: most questions score 0 or 100)."""
+    return int(value) if value.is_integer() else value
+
+
 def _answer_span(offsets: list[tuple[int, int] | None], start_char: int, end_char: int) -> tuple[int, int]:
     """Token positions of the answer [start_char, end_char) inside this window, or (0, 0) (the first token,
     the "no answer here" target) when the window does not hold all of it."""
@@ -115,12 +120,24 @@ class QATask(Task):
                                  [not any(text for text, _ in ex.answers) for ex in examples])
         return None if found is None or not found[0] else f"gives an empty answer to {found[1]:.0%} of test questions"
 
+    def _references(self, examples) -> dict[str, list[str]]:
+        return {ex.id: [text for text, _ in ex.answers] for ex in examples}
+
     def score(self, examples, predictions, *, metric: str, lang: str | None = None) -> float:
         from metaxlm.metrics import squad_em_f1
 
-        references = {ex.id: [text for text, _ in ex.answers] for ex in examples}
-        scores = squad_em_f1(predictions, references, lang=lang if self.normalization == "mlqa" else None)
+        scores = squad_em_f1(predictions, self._references(examples), lang=lang if self.normalization == "mlqa" else None)
         return scores[metric]
+
+    def item_rows(self, examples, predictions, *, metric: str, lang: str | None = None) -> dict:
+        """One row per question (its windows are decoded into one answer), the percent squad_em_f1 averages; 100 and
+        0 as ints."""
+        from metaxlm.metrics import squad_per_question
+
+        per_question = squad_per_question(predictions, self._references(examples),
+                                          lang=lang if self.normalization == "mlqa" else None)
+        which = 0 if metric == "exact_match" else 1
+        return {metric: ("mean", [[_compact(100.0 * scores[which])] for scores in per_question.values()])}
 
     def code_switch(self, english: QAExample, translated: QAExample):
         # the answer lives in the context, so each code-switched pair keeps its context's answers

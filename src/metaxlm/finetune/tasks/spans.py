@@ -121,3 +121,8 @@ class SpanTask(Task):
         from metaxlm.metrics import span_f1
 
         return span_f1(predictions, [set(ex.spans) for ex in examples])["f1"]
+
+    def item_rows(self, examples, predictions, *, metric: str, lang: str | None = None) -> dict:
+        from metaxlm.metrics import span_counts
+
+        return {metric: ("f1", span_counts(predictions, [set(ex.spans) for ex in examples]))}

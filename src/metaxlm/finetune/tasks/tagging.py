@@ -89,3 +89,14 @@ class TaggingTask(Task):
         if metric == "seqeval_f1":
             return seqeval_f1(predictions, gold)["f1"]
         return accuracy([t for tags in predictions for t in tags], [t for tags in gold for t in tags])
+
+    def item_rows(self, examples, predictions, *, metric: str, lang: str | None = None) -> dict:
+        """Per sentence: seqeval's entity counts [tp, fp, fn] ("f1"), or [correct tags, tags] ("ratio": accuracy is
+        over all words, so a sentence weighs by its length)."""
+        from metaxlm.metrics import seqeval_counts
+
+        gold = [list(ex.tags) for ex in examples]
+        if metric == "seqeval_f1":
+            return {metric: ("f1", seqeval_counts(predictions, gold))}
+        return {metric: ("ratio", [[sum(p == g for p, g in zip(tags, want, strict=True)), len(want)]
+                                   for tags, want in zip(predictions, gold, strict=True)])}

@@ -129,6 +129,18 @@ class TranslationTask(Task):
         return corpus_scores(predictions, [ex.target for ex in examples], target_lang=self.target_language(lang),
                              tokenize=spec.bleu_tokenize if spec is not None else None)
 
+    def item_rows(self, examples, predictions, *, metric: str, lang: str | None = None) -> dict:
+        """sacreBLEU's sentence statistics of BLEU (with the tokenizer `report` scores with) and chrF: both, as the
+        report shows both."""
+        from metaxlm.finetune.translate import bleu_tokenizer
+        from metaxlm.metrics import sentence_statistics
+
+        spec = getattr(self, "spec", None)
+        tokenize = bleu_tokenizer(self.target_language(lang), spec.bleu_tokenize if spec is not None else None)
+        references = [ex.target for ex in examples]
+        return {"bleu": ("bleu", sentence_statistics("bleu", predictions, references, tokenize=tokenize)),
+                "chrf": ("chrf", sentence_statistics("chrf", predictions, references))}
+
     def outputs(self, examples, predictions) -> list[dict]:
         return [{"id": ex.id, "source": ex.source, "reference": ex.target, "output": output}
                 for ex, output in zip(examples, predictions, strict=True)]
