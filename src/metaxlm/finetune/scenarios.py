@@ -650,8 +650,6 @@ def other_code_note(details: list[dict]) -> str:
 
 def _entry_notes(spec: TaskSpec, notes: list[str], runner: _Runner) -> dict:
     """What every task entry adds after its runs: notes, the curve's test-item count, chance levels, collapses."""
-def _entry_notes(spec: TaskSpec, notes: list[str], runner: _Runner) -> dict:
-    """What every task entry adds after its runs: notes, the curve's test-item count, chance levels, collapses."""
     out: dict = {"note": "; ".join(n for n in [*notes, other_code_note(runner.details)] if n)}
     if spec.hyperparameters.eval_steps and spec.hyperparameters.curve_items is not None:
         out["curve_items"] = spec.hyperparameters.curve_items  # the curve's points are on this many test items
