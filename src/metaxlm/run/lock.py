@@ -121,7 +121,7 @@ def holders(lock_file: str | Path) -> list[dict]:
 
 def _holder_text(found: list[dict]) -> str:
     if not found:
-        return "another process (which has not written its record yet)"
+        return "another process (none on record: one that has just started, or a process a holder started)"
     shown = [f"{r.get('what', '?')} (pid {r.get('pid')} on {r.get('host')}, since {r.get('since')})" for r in found]
     return shown[0] if len(shown) == 1 else f"{len(shown)} processes: {'; '.join(shown)}"
 
