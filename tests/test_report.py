@@ -278,22 +278,28 @@ def test_a_reverse_task_is_labelled_by_the_way_it_translates_and_examples_sit_si
     assert "| veco · mt_random | Intel Xeon · 1 thread · bf16 | 1 | 2000 | 140.0 |" in md
 
 
-def test_curve_leaders_say_who_is_highest_and_whether_beyond_the_seed_spread():
+def test_curve_leaders_say_who_is_highest_and_whether_beyond_noise():
     from metaxlm.report.evaluation import curve_leaders
 
-    nan = float("nan")
-    panels = {
-        "bleu · en→de": {"veco": [(500, 8.0, 0.5), (1000, 12.0, 0.5), (2000, 15.0, 0.5)],
-                         "random": [(500, 7.8, 0.5), (1000, 6.0, 0.5), (2000, 9.0, 0.5)]},
-        "bleu · en→fr": {"veco": [(500, 5.0, 0.2), (1000, 9.0, 0.2)], "random": [(500, 6.0, 0.2), (1000, 7.0, 0.2)]},
-        "chrf · en→de": {"veco": [(500, 30.0, nan)], "random": [(500, 20.0, nan)]},
-        "chrf · en→fr": {"veco": [(500, 30.0, 1.0)]},  # one line: nothing to compare
+    def point(step, *runs):
+        return (step, sum(runs) / len(runs), float("nan"), runs)
+
+    panels = {  # three seeds a line: Welch's interval at about 4 degrees of freedom
+        "bleu · en→de": {"veco": [point(500, 7.5, 8.0, 8.5), point(1000, 11.5, 12.0, 12.5), point(2000, 14.5, 15, 15.5)],
+                         "random": [point(500, 7.3, 7.8, 8.3), point(1000, 5.5, 6.0, 6.5), point(2000, 8.5, 9, 9.5)]},
+        "bleu · en→fr": {"veco": [point(500, 4.8, 5.0, 5.2), point(1000, 8.8, 9.0, 9.2)],
+                         "random": [point(500, 5.8, 6.0, 6.2), point(1000, 6.8, 7.0, 7.2)]},
+        "chrf · en→de": {"veco": [point(500, 30.0)], "random": [point(500, 20.0)]},
+        "chrf · en→fr": {"veco": [point(500, 30.0, 31.0)]},  # one line: nothing to compare
     }
     assert curve_leaders(panels) == [
-        "bleu · en→de: veco highest at every step (500, 1000, 2000); beyond the seed spread at 2 of 3 (not at 500)",
-        "bleu · en→fr: the highest changes — step 500: random (beyond the seed spread), step 1000: veco (beyond the "
-        "seed spread)",
-        "chrf · en→de: veco highest at every step (500); one seed each, no spread to judge by"]
+        "bleu · en→de: veco highest at every step (500, 1000, 2000); beyond noise at 2 of 3 (not at 500)",
+        "bleu · en→fr: the highest changes — step 500: random (beyond noise), step 1000: veco (beyond noise)",
+        "chrf · en→de: veco highest at every step (500); one seed each: nothing decided"]
+    # the old rule's case: 11 against 10, std 0.28 each over two seeds — the mean ± std intervals apart, but at one
+    # degree of freedom a side the difference's interval is ± 1.2: not beyond noise
+    close = {"p": {"a": [point(1, 10.8, 11.2)], "b": [point(1, 9.8, 10.2)]}}
+    assert curve_leaders(close) == ["p: a highest at every step (1); beyond noise at 0 of 1"]
 
 
 def test_objective_losses_are_read_per_objective_and_plotted(tmp_path):

@@ -8,7 +8,10 @@ Copies, renamed where the run's own name says less out of context:
   (report.md links its figures as `figures/<name>.png`);
 - `comparison.json` / `comparison.md` (the pretraining comparison) → `pretraining.json` / `pretraining.md`, the
   links to the figures beside comparison.md pointed into `figures/` (the report's identical copy, else a copy);
-- `eval/<model>/results.json` → `results.<model>.json`.
+- `eval/<model>/results.json` → `results.<model>.json`;
+- each pretraining's records, `pretrain/<variant>/metrics.jsonl` and `summary.json` → `metrics.<variant>.jsonl` and
+  `summary.<variant>.json` (MetaXLM's English phase, `meta/`: as variant `meta`), which the report's budget table
+  reads: tools/regenerate_reports lays them out again to remake the report from what is published.
 The destination is replaced as a whole (written beside it, then swapped), so a stale file of an earlier run never
 stays behind. The report is required: publish after `metaxlm report` (or the run's report stage) has written it.
 """
@@ -45,6 +48,8 @@ def publish(run: Path, dest: Path) -> list[str]:
                 shutil.copy2(run / source, tmp / name)
         for path in results:
             shutil.copy2(path, tmp / f"results.{path.parent.name}.json")
+        for name, variant in pretraining_records(run).items():
+            shutil.copy2(variant, tmp / name)
         figures = sorted((run / "report" / "figures").glob("*.png"))
         if figures:
             (tmp / "figures").mkdir()
@@ -53,6 +58,15 @@ def publish(run: Path, dest: Path) -> list[str]:
         if (tmp / "pretraining.md").is_file():
             _publish_linked_figures(run, tmp / "pretraining.md", tmp / "figures")
     return sorted(str(p.relative_to(dest)) for p in dest.rglob("*") if p.is_file())
+
+
+def pretraining_records(run: Path) -> dict[str, Path]:
+    """{published name: path} of every pretraining's metrics.jsonl and summary.json in `run`."""
+    roots = {p.name: p for p in sorted((run / "pretrain").glob("*")) if p.is_dir()}
+    if (run / "meta").is_dir():
+        roots["meta"] = run / "meta"
+    return {f"{stem}.{name}{suffix}": root / f"{stem}{suffix}" for name, root in roots.items()
+            for stem, suffix in (("metrics", ".jsonl"), ("summary", ".json")) if (root / f"{stem}{suffix}").is_file()}
 
 
 def _publish_linked_figures(run: Path, markdown: Path, figures: Path) -> None:

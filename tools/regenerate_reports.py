@@ -5,7 +5,10 @@
     python -m tools.regenerate_reports docs/results/ppa --check
 
 A published run (tools/publish_run.py) holds its results as `results.<model>.json` beside its `config.yaml`,
-`run_info.json`, `timings.json` and `pretraining.json` / `pretraining.md`. Each is laid out again as the run directory
+`run_info.json`, `timings.json`, `pretraining.json` / `pretraining.md` and each pretraining's `metrics.<variant>.jsonl`
+and `summary.<variant>.json` (older publications: `comparison.json` as is). What a run did not publish cannot be made
+again: a report section that needs it says what is missing (e.g. the budget table of runs published without their
+pretraining records). Each is laid out again as the run directory
 its config names (`output_dir`, e.g. runs/compare, under a temporary directory, so the report names the same paths
 as the original did), and `metaxlm report`'s own `write_report` writes the report; report.md and findings.json are
 copied back (findings.json removed when the report has none) and so are the report's figures — the pretraining
@@ -21,6 +24,7 @@ from __future__ import annotations
 
 import argparse
 import difflib
+import json
 import os
 import shutil
 import sys
@@ -35,7 +39,8 @@ from metaxlm.errors import MetaXLMError
 RESULTS = Path("docs/results")
 # published name -> name in the run directory (publish_run's COPIED, reversed)
 RUN_FILES = {"config.yaml": "config.yaml", "run_info.json": "run_info.json", "timings.json": "timings.json",
-             "pretraining.json": "comparison.json", "pretraining.md": "comparison.md"}
+             "pretraining.json": "comparison.json", "pretraining.md": "comparison.md",
+             "comparison.json": "comparison.json", "comparison.md": "comparison.md"}  # older publications: as is
 COMPARED = ("report.md", "findings.json")
 
 
@@ -78,6 +83,18 @@ def regenerate(published: Path, scratch: Path) -> dict[str, str | None]:
         model = path.name.removeprefix("results.").removesuffix(".json")
         (run / "eval" / model).mkdir(parents=True)
         shutil.copy2(path, run / "eval" / model / "results.json")
+    for path in sorted([*published.glob("metrics.*.jsonl"), *published.glob("summary.*.json")]):
+        stem, variant, suffix = path.name.split(".", 1)[0], *path.name.split(".", 1)[1].rsplit(".", 1)
+        root = run / "meta" if variant == "meta" else run / "pretrain" / variant
+        root.mkdir(parents=True, exist_ok=True)
+        shutil.copy2(path, root / f"{stem}.{suffix}")
+    if (run / "comparison.json").is_file() and not (run / "comparison.md").is_file():
+        # published before the comparison's markdown travelled with it: made again from its numbers, as the
+        # pretrain stage writes it
+        from metaxlm.report.pretraining import comparison_markdown
+
+        comparison = json.loads((run / "comparison.json").read_text(encoding="utf-8"))
+        (run / "comparison.md").write_text(comparison_markdown(comparison), encoding="utf-8")
     with _in_directory(scratch / "layout"):
         write_report([out])
     report = run / "report"

@@ -13,7 +13,7 @@ report.html and figures/*.png. Sections, each only when some result has the data
   what this run can and cannot show (models at chance, retrieval at its floor, collapsed fine-tuning; only
   when something is); overview; the method comparison when the run config names a control (report/comparison.py); per task a table (models x languages, avg, transfer gap; mean ± std over seeds) and grouped bars;
   test scores against fine-tuning steps for tasks run with eval_steps (e.g. translation from several inits), with
-  which line is highest at each step and whether beyond the seed spread;
+  which line is highest at each step and whether beyond noise (the 95% interval of the difference);
   example outputs (the first test items, each model and task side by side: translation); each task's fine-tuning
   runs (steps, minutes, the CPU, threads and precision they trained on);
   retrieval accuracy@1 and AER against layer (paper Figures 3-4) with the best layer per model; average target
@@ -62,7 +62,7 @@ from metaxlm.report.results import (
     final_models,
     number,
 )
-from metaxlm.report.uncertainty import difference, task_sample
+from metaxlm.report.uncertainty import Sample, difference, task_sample
 from metaxlm.run.layout import RunDir
 
 TITLE = "MetaXLM evaluation report"
@@ -211,7 +211,8 @@ def _curve_sections(models: list[ModelResult], fig_dir: Path, colors: dict[str, 
                 where = language_pair(t, lang)
                 panel = f"{metric} · {where}"
                 ylabels[panel] = f"{metric}{' (%)' if scale == 100 else ''}"
-                points = [(step, number(stat.get("mean")) * scale, number(stat.get("std")) * scale)
+                points = [(step, number(stat.get("mean")) * scale, number(stat.get("std")) * scale,
+                           tuple(number(v) * scale for v in stat.get("runs") or ()))
                           for step, stat in zip(curve["steps"], curve[metric], strict=True)]
                 panels.setdefault(panel, {})[label[(model, task)]] = points
                 steps_seen += curve["steps"]
@@ -233,43 +234,42 @@ def _curve_sections(models: list[ModelResult], fig_dir: Path, colors: dict[str, 
         Text("Each model and task scored on its test sets during fine-tuning (`hyperparameters.eval_steps`); the "
              f"last point is the end of fine-tuning.{on_subset}"),
         Figure("finetune_curves.png", "test score against fine-tuning steps"), table]
-        + ([Text("Which line is highest at each step its panel's lines share; *beyond the seed spread*: its mean "
-                 "− std above every other line's mean + std."), Bullets(leads)] if leads else []))]
+        + ([Text("Which line is highest at each step its panel's lines share; *beyond noise*: the 95% interval of "
+                 "its difference to every other line excludes 0 (from the seeds' spread alone: curve points keep no "
+                 "per-item outcomes; one seed decides nothing)."), Bullets(leads)] if leads else []))]
 
 
-def curve_leaders(panels: dict[str, dict[str, list[tuple[int, float, float]]]]) -> list[str]:
-    """Per panel of two or more lines: which line is highest at each shared step, and where beyond the seed spread
-    (its mean − std above every other line's mean + std; a line of one seed has no spread, counted as 0)."""
-    def spread(std: float) -> float:
-        return 0.0 if math.isnan(std) else std
-
+def curve_leaders(panels: dict[str, dict[str, list[tuple]]]) -> list[str]:
+    """Per panel of two or more lines (points (step, mean, std, per-seed scores)): which line is highest at each
+    shared step, and where beyond noise — the 95% interval of its difference to every other line, from the seeds
+    (report/uncertainty.py), excludes 0; a line of one seed decides nothing."""
     out = []
     for panel, series in panels.items():
         if len(series) < 2:
             continue
-        points = {name: {step: (mean, std) for step, mean, std in line} for name, line in series.items()}
+        points = {name: {point[0]: point[1:] for point in line} for name, line in series.items()}
         shared = sorted(set.intersection(*(set(p) for p in points.values())))
         if not shared:
             continue
-        one_seed = all(math.isnan(std) for p in points.values() for _, std in p.values())
+        one_seed = all(len(point[2]) < 2 for p in points.values() for point in p.values())
         leaders, beyond = [], []
         for step in shared:
             at = {name: p[step] for name, p in points.items()}
             top = max(at, key=lambda name: at[name][0])
             leaders.append(top)
-            beyond.append(all(at[top][0] - spread(at[top][1]) > mean + spread(std)
-                              for name, (mean, std) in at.items() if name != top))
+            beyond.append(all(difference(Sample(at[top][2] or (at[top][0],)), Sample(runs or (mean,))).significant
+                              for name, (mean, _, runs) in at.items() if name != top))
         if len(set(leaders)) == 1:
             text = f"{panel}: {leaders[0]} highest at every step ({', '.join(map(str, shared))})"
             if one_seed:
-                text += "; one seed each, no spread to judge by"
+                text += "; one seed each: nothing decided"
             else:
                 missed = [str(step) for step, ok in zip(shared, beyond, strict=True) if not ok]
-                text += (f"; beyond the seed spread at {len(shared) - len(missed)} of {len(shared)}"
+                text += (f"; beyond noise at {len(shared) - len(missed)} of {len(shared)}"
                          + (f" (not at {', '.join(missed)})" if missed and len(missed) < len(shared) else ""))
         else:
             text = f"{panel}: the highest changes — " + ", ".join(
-                f"step {step}: {leader}" + (" (beyond the seed spread)" if ok and not one_seed else "")
+                f"step {step}: {leader}" + (" (beyond noise)" if ok and not one_seed else "")
                 for step, leader, ok in zip(shared, leaders, beyond, strict=True))
         out.append(text)
     return out
