@@ -22,10 +22,11 @@ HOLD = """
 import os, sys, time
 from metaxlm.run.lock import held
 with held(sys.argv[1], sys.argv[2], shared=sys.argv[3] == "shared"):
-    if len(sys.argv) > 4 and os.fork() == 0:  # a worker forked by the holder, which outlives it
+    worker = os.fork() if len(sys.argv) > 4 else -1  # a worker forked by the holder, which outlives it
+    if worker == 0:
         time.sleep(120)
         os._exit(0)
-    print("held", flush=True)
+    print("held", worker, flush=True)
     time.sleep(120)
 """
 
@@ -33,14 +34,17 @@ with held(sys.argv[1], sys.argv[2], shared=sys.argv[3] == "shared"):
 @pytest.fixture
 def holder():
     """Start a process that holds a lock file: holder(lock_file, what, shared=False, fork=False) -> Popen, once it
-    holds it. Every process started is killed at the end."""
-    started = []
+    holds it. Every process started (and the worker it forked) is killed at the end."""
+    started, workers = [], []
 
     def start(lock_file: Path, what: str, *, shared: bool = False, fork: bool = False) -> subprocess.Popen:
         args = [sys.executable, "-c", HOLD, str(lock_file), what, "shared" if shared else "alone"] + (["fork"] * fork)
         proc = subprocess.Popen(args, stdout=subprocess.PIPE, text=True)
         started.append(proc)
-        assert proc.stdout.readline().strip() == "held"
+        said, worker = proc.stdout.readline().split()
+        assert said == "held"
+        if int(worker) > 0:
+            workers.append(int(worker))
         return proc
 
     yield start
@@ -48,6 +52,11 @@ def holder():
         if proc.poll() is None:
             proc.kill()
             proc.wait()
+    for pid in workers:
+        try:
+            os.kill(pid, signal.SIGKILL)
+        except ProcessLookupError:
+            pass
 
 
 def _config(tmp_path: Path) -> Path:
