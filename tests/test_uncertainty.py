@@ -156,5 +156,7 @@ def test_task_sample_reads_items_of_the_headline_languages():
     assert s.resampled({lang: np.ones((1, 2)) for lang in s.items})[0] == pytest.approx(s.mean)
     gap = task_sample(entry, "transfer_gap", 100.0)
     assert gap.per_seed == (25.0, 0.0)
+    entry["items"]["accuracy"]["per_language"]["fr"]["seeds"] = [1, 0]  # rows of other seeds: not these scores
+    assert task_sample(entry, "target_average", 100.0).items is None
     del entry["items"]["accuracy"]["per_language"]["fr"]
     assert task_sample(entry, "target_average", 100.0).items is None  # a language without items: none used

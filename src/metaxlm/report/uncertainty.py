@@ -280,10 +280,13 @@ def task_sample(entry: dict, headline: str, scale: float, metric: str | None = N
     recorded = (entry.get("items") or {}).get(entry.get("metric") if main else metric) or {}
     by_language = recorded.get("per_language") or {}
     items = None
-    if weights and all(lang in by_language for lang in weights):
-        n = len(per_seed)
-        if all(len(by_language[lang]["rows"]) >= n for lang in weights):
-            items = {lang: LanguageItems.of(recorded["kind"], by_language[lang]["rows"][:n]) for lang in weights}
+    n = len(per_seed)
+    expected = list(entry.get("seeds") or [])[:n]
+    # items only when every seed of the scores has its rows (a run recorded before rows were has none), in order
+    if n and weights and all(lang in by_language and len(by_language[lang]["rows"]) >= n
+                             and (not expected or list(by_language[lang]["seeds"])[:n] == expected)
+                             for lang in weights):
+        items = {lang: LanguageItems.of(recorded["kind"], by_language[lang]["rows"][:n]) for lang in weights}
     return Sample(tuple(v * scale for v in per_seed), items, weights, scale, seeded=True)
 
 
