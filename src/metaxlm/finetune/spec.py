@@ -68,12 +68,14 @@ class TaskSpec(Strict):
     # The same for the transfer_matrix scenario (default: as train_from). With `train`, a source language
     # without a train file falls back to its translate_train file, then its dev file, else its row is null.
     matrix_train_from: Literal["train", "test_half"] | None = None
-    code_switch: bool = True  # translate_train, pair tasks: (x_xx, y_en) and (x_en, y_xx) of an item in one batch
-    # ... and also train on the translated original (x_xx, y_xx) of a code-switched item (PPA does not: footnote 2)
-    code_switch_originals: bool = False
-    # ... and also on the English items (metaxlm before issue 26; PPA trains on the switched pairs alone: "2x
-    # training data" of the translated set)
-    code_switch_english: bool = False
+    # translate_train, pair tasks: the training set of a target language (scenarios.code_switched_items). `paper`,
+    # Pan et al. (2021, Section 2.3): the source-language (English) items, plus for each translated item with an
+    # English match its two code-switched pairs (x_xx, y_en), (x_en, y_xx), in one batch; the translated original
+    # (x_xx, y_xx) is not trained on (their footnote 2 drops it, and only it). `pairs_only`: the pairs alone, no
+    # English items (departs from the paper; metaxlm's default from issue 26 to issue 63). `originals`: `paper` plus
+    # the translated originals (departs from footnote 2). `none`: plain translate-train, English and translated
+    # items. true / false (the boolean this field was): paper / none.
+    code_switch: Literal["paper", "pairs_only", "originals", "none"] = "paper"
     qa_normalization: Literal["squad", "mlqa"] = "squad"  # mlqa: per-language answer normalization
     # translation: `forward` translates the source language (TSV column 1, the `{side}` = source file) into each
     # language, `reverse` each language into the source language
@@ -94,6 +96,24 @@ class TaskSpec(Strict):
     evaluate_on: Literal["test", "dev"] = "test"
     seeds: list[int] = Field(default_factory=lambda: [0, 1, 2])
     note: str = ""  # free text for the results entry (e.g. how the data was split)
+
+    @model_validator(mode="before")
+    @classmethod
+    def _retired_code_switch_flags(cls, data: Any) -> Any:
+        """The two booleans that chose the recipe before its names are refused, not mapped: left out,
+        code_switch_english meant the pairs without the English items, which the default (`paper`) no longer is, so
+        an old config's set is not knowable from the flags it sets (code_switch_originals alone: no recipe now)."""
+        if isinstance(data, dict) and (old := [k for k in ("code_switch_english", "code_switch_originals")
+                                               if k in data]):
+            raise ValueError(f"{' and '.join(old)}: replaced by code_switch: paper (the English items and the "
+                             f"code-switched pairs, Pan et al.), pairs_only, originals or none (docs/ppa.md)")
+        return data
+
+    @field_validator("code_switch", mode="before")
+    @classmethod
+    def _code_switch_boolean(cls, value: Any) -> Any:
+        """true / false, as the field was a boolean: the paper's recipe / none."""
+        return {True: "paper", False: "none"}.get(value, value) if isinstance(value, bool) else value
 
     @field_validator("languages")
     @classmethod

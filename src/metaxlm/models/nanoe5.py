@@ -270,6 +270,10 @@ def xlmr_normalizer_spec(header: dict):
         tsv = Path(tmp) / "rules.tsv"
         tsv.write_text("".join(f"{hexs(k)}\t{hexs(v)}\n" for k, v in rules.items()), encoding="utf-8")
         spec = _train_normalizer_spec(normalization_rule_tsv=str(tsv))
+    # The spec records the rule file's path, a fresh temporary name each time: the compiled charsmap is all the
+    # tokenizer reads, and without the path every conversion writes the same bytes, so a model fingerprint (the
+    # key of evaluate's stored parts and finished runs) is the same for every conversion of the same package.
+    spec.ClearField("normalization_rule_tsv")
     spec.name = "nmt_nfkc"
     return spec, (f"nmt_nfkc: {len(rules) - len(table)} built-in multi-codepoint rules + "
                   f"{len(table)} single-codepoint rules from the file")
