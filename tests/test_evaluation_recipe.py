@@ -68,7 +68,7 @@ def tiny_run(tokenizer_dir, tmp_path) -> Path:
     (data / "gold.txt").write_text("".join("0-0 1-1 2p2\n" for _ in pairs))
     cfg = {
         "output_dir": str(run_dir), "stages": ["evaluate", "report"],
-        "data": {"languages": ["en", "de"]},
+        "data": {"languages": ["en", "de"]}, "train": {"steps": 4},  # what summary.json says it was trained for
         "variants": {"xlm": {}},
         "evaluate": {
             "tasks": {"toy": {"task": "demo_module", "languages": ["en", "de"], "max_train_items": 24,
@@ -179,6 +179,11 @@ def test_finished_parts_are_reused_and_changed_ones_recomputed(tiny_run, monkeyp
                                      "evaluate.retrieval.toy.max_pairs=6"])
     results = recipe.evaluate_run(changed, progress=False)
     assert calls == [1] and results[0]["retrieval"]["toy"]["per_language"]["de"]["pairs"] == 6
+    # the probes' precision changes their numbers: a part of another precision is not reused
+    recipe.evaluate_run(load_config(tiny_run, ["evaluate.checkpoints=false", "evaluate.tasks={}",
+                                               "evaluate.retrieval.toy.max_pairs=6", "evaluate.precision=fp32"]),
+                        progress=False)
+    assert calls == [1, 1]
 
 
 def test_the_run_clock_measures_only_a_model_evaluated_in_full(tiny_run, tmp_path):

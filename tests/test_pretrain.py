@@ -120,6 +120,65 @@ def test_resume_refuses_a_checkpoint_made_under_other_settings(run_template, tmp
     run_pretrain(logged_more, "xlm", resume=True, progress=False)  # at its last step: nothing to train, no error
 
 
+def test_resume_refuses_another_model_start_vocabulary_or_data(run_template, tmp_path, capsys):
+    """Not only `train`: a checkpoint records everything its variant's pretraining is computed from — the model
+    section (its options too), the variant's start (start_from, init, freeze_body), the vocabulary's files and the
+    prepared data by content — and a resume under any other is refused naming it (each of these resumed silently
+    once). The unchanged config resumes; a checkpoint that predates the record is compared on what it has."""
+    from metaxlm.errors import MetaXLMError
+    from metaxlm.models.checkpoint import sha256_file
+
+    variants = "variants={xlm: {}, v: {model: {arch: veco}}}"
+    path = make_config(run_template, tmp_path, steps=3, save_every=3)
+    base = ["meta.source=pretrain"]  # init's meta model: a few steps on the run's English
+
+    def resume(*overrides: str, variant: str = "xlm"):
+        run_pretrain(load_config(path, [*base, variants, *overrides]), variant, resume=True, progress=False)
+
+    for name in ("xlm", "v"):
+        run_pretrain(load_config(path, [*base, variants]), name, progress=False)
+    resume()  # unchanged: at its last step, nothing to train, no error
+    with pytest.raises(MetaXLMError, match=r"model\.options\.cross_attention_init: '\(not set\)' in the checkpoint, "
+                                           r"'self' now"):
+        resume("variants.v.model={arch: veco, options: {cross_attention_init: self}}", variant="v")
+    with pytest.raises(MetaXLMError, match=r"model\.dropout: 0\.1 in the checkpoint, 0\.0 now"):
+        resume("model.dropout=0.0")
+    final = tmp_path / "run" / "pretrain" / "v" / "final"  # any HF model of the run's vocabulary
+    with pytest.raises(MetaXLMError, match=rf"variants\.xlm\.start_from: None in the checkpoint, '{final}' now.*"
+                                           r"start: None in the checkpoint, \{'model': '[0-9a-f]{16}'\} now"):
+        resume(f"variants.xlm.start_from={final}")
+    with pytest.raises(MetaXLMError, match=r"variants\.xlm\.init: 'none' in the checkpoint, 'emb' now"):
+        resume("variants.xlm.init=emb")
+    with pytest.raises(MetaXLMError, match=r"variants\.xlm\.freeze_body: False in the checkpoint, True now"):
+        resume("variants.xlm.freeze_body=true")
+    run = tmp_path / "run"
+    tokenizer_config = run / "vocab" / "tokenizer_config.json"
+    kept = tokenizer_config.read_text()
+    tokenizer_config.write_text(kept.replace("{", '{"note": "edited",', 1))  # loads the same, other files
+    with pytest.raises(MetaXLMError, match=r"vocab files: '[0-9a-f]{16}' in the checkpoint, '[0-9a-f]{16}' now"):
+        resume()
+    tokenizer_config.write_text(kept)
+    shutil.rmtree(run / "prepared" / "mono" / "ru")  # other rows for one language
+    shutil.copytree(run / "prepared" / "mono" / "de", run / "prepared" / "mono" / "ru")
+    with pytest.raises(MetaXLMError, match=r"^(?!.*vocab files).*prepared data: '[0-9a-f]{16}' in the checkpoint"):
+        resume()
+
+    # a checkpoint from before settings were grouped (train keys, seed, alpha): compared on what it has, the rest
+    # said to be unchecked
+    state_file = run / "pretrain" / "xlm" / "ckpt" / "step_00000003" / "trainer_state.json"
+    state = json.loads(state_file.read_text())
+    state["settings"] = {**state["settings"]["train"], "seed": 0, "alpha": state["settings"]["alpha"]}
+    state_file.write_text(json.dumps(state))
+    checksums = state_file.parent / "checksums.json"  # the edited state is what the checkpoint holds now
+    checksums.write_text(json.dumps({**json.loads(checksums.read_text()), state_file.name: sha256_file(state_file)}))
+    capsys.readouterr()
+    resume()
+    assert "predates checkpoints recording model, variants.xlm, vocab files, prepared data, start: those cannot " \
+           "be checked" in capsys.readouterr().err
+    with pytest.raises(MetaXLMError, match=r"train\.lr: 0\.001 in the checkpoint, 0\.0005 now"):
+        resume("train.lr=5e-4")
+
+
 def test_two_processes_match_one(run_template, tmp_path):
     """2-process CPU (gloo) DDP with the same global batch = 1 process (fp32, no dropout)."""
     common = ["--no-progress", "train.precision=fp32", "model.dropout=0.0", "model.attention_dropout=0.0",

@@ -218,6 +218,7 @@ def test_pipeline_report_stage_compares_with_the_control(tokenizer_dir, tmp_path
     pairs = [(" ".join(rng.choices(WORDS, k=5)), " ".join(rng.choices(WORDS_DE, k=5))) for _ in range(8)]
     (data / "retrieval.en-de.tsv").write_text("".join(f"{a}\t{b}\n" for a, b in pairs))
     cfg = {"output_dir": str(run_dir), "stages": ["evaluate", "report"], "data": {"languages": ["en", "de"]},
+           "train": {"steps": 4},  # what the summaries say the variants were trained for
            "variants": {"mlm_only": {}, "tlm": {}}, "report": {"control": "mlm_only"},
            "evaluate": {"seeds": [0, 1],
                         "tasks": {"toy": {"task": "demo_module", "languages": ["en", "de"],

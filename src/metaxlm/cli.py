@@ -42,7 +42,7 @@ def cmd_run(args) -> None:
     with run_dir_held(cfg.output_dir, "metaxlm run", cfg.stages):  # shared by evaluations alone
         from metaxlm.pipeline import run  # after the lock: a refused run answers at once
 
-        run(cfg, progress=not args.no_progress)
+        run(cfg, progress=not args.no_progress, recompute=args.recompute)
 
 
 def cmd_pretrain(args) -> None:
@@ -58,14 +58,19 @@ def cmd_pretrain(args) -> None:
     # one writer of run_info.json when launched with torchrun / accelerate
     root = RunDir.of(cfg).variant(variant).root
     recorded = recorded_invocation(root, cfg, "pretrain") if is_main() else nullcontext()
-    with run_dir_held(cfg.output_dir, "metaxlm pretrain"), recorded:  # the lock: rank 0's, for the launch
-        if is_main():  # the run's decision (its output_dir's); the other processes train in rank 0's (broadcast)
-            run_precision(cfg.output_dir)
-        result = run_pretrain(cfg, variant, resume=args.resume, resume_from=args.resume_from,
-                              progress=not args.no_progress)
-        if is_main():
-            export_for_evaluation(cfg, variant, progress=not args.no_progress)  # what `metaxlm evaluate` reads
-            print(f"pretrained {variant}: {result.final_dir} (loads with AutoModelForMaskedLM.from_pretrained)")
+    with run_dir_held(cfg.output_dir, "metaxlm pretrain"):  # the lock: rank 0's, for the launch
+        if args.resume:  # a checkpoint of other settings is refused before this command writes its config.yaml
+            from metaxlm.pipeline import check_reuse
+
+            check_reuse(cfg.model_copy(update={"stages": ["pretrain"], "run_variants": [variant]}))
+        with recorded:
+            if is_main():  # the run's decision (its output_dir's); the other processes train in rank 0's
+                run_precision(cfg.output_dir)
+            result = run_pretrain(cfg, variant, resume=args.resume, resume_from=args.resume_from,
+                                  progress=not args.no_progress)
+            if is_main():
+                export_for_evaluation(cfg, variant, progress=not args.no_progress)  # what `metaxlm evaluate` reads
+                print(f"pretrained {variant}: {result.final_dir} (loads with AutoModelForMaskedLM.from_pretrained)")
 
 
 def cmd_prepare(args) -> None:
@@ -142,17 +147,18 @@ def cmd_check(args) -> None:
 
 def cmd_evaluate(args) -> None:
     from metaxlm.compute.precision import run_precision
-    from metaxlm.evaluation.recipe import evaluate_run
+    from metaxlm.pipeline import check_reuse, stage_evaluate
     from metaxlm.records import RESULTS_FILE
     from metaxlm.run.info import recorded_invocation
     from metaxlm.run.lock import run_dir_held
 
     cfg = _load(args)
     # shared with other evaluations of the run (an evaluation split over invocations side by side)
-    with run_dir_held(cfg.output_dir, "metaxlm evaluate", ["evaluate"]), \
-            recorded_invocation(cfg.output_dir, cfg, "evaluate"):
-        run_precision(cfg.output_dir)
-        evaluate_run(cfg, progress=not args.no_progress)
+    with run_dir_held(cfg.output_dir, "metaxlm evaluate", ["evaluate"]):
+        check_reuse(cfg.model_copy(update={"stages": ["evaluate"]}))  # models of other settings: nothing written
+        with recorded_invocation(cfg.output_dir, cfg, "evaluate"):
+            run_precision(cfg.output_dir)
+            stage_evaluate(cfg, progress=not args.no_progress)
     print(f"results: {Path(cfg.output_dir) / 'eval'}/*/{RESULTS_FILE} (report: metaxlm report {cfg.output_dir})")
 
 
@@ -297,8 +303,15 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--version", action="version", version=f"metaxlm {__version__}")
     sub = parser.add_subparsers(dest="command", required=True)
 
-    p = sub.add_parser("run", help="run the pipeline described by a config (e.g. configs/demo.yaml)")
+    p = sub.add_parser("run", help="run the pipeline described by a config (e.g. configs/demo.yaml)",
+                       description="Run the config's stages. A rerun reuses what is made (vocabulary and data while "
+                                   "their inputs are unchanged; finished variants) and resumes what was interrupted; "
+                                   "a variant pretrained or begun under other settings than the config's is refused, "
+                                   "each difference named, before anything is written.")
     _add_config_args(p)
+    p.add_argument("--recompute", action="append", default=[], metavar="VARIANT",
+                   help="pretrain VARIANT again from the start under the config's settings, removing what it had "
+                        "pretrained (repeatable; a variant that starts from it must be recomputed too)")
     p.set_defaults(func=cmd_run)
 
     p = sub.add_parser("pretrain", help="pretrain one variant of a config (multi-process: torchrun/accelerate launch)")

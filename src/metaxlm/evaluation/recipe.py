@@ -392,14 +392,16 @@ def evaluate_model(cfg: RunConfig, target: ModelToEvaluate, *, progress: bool = 
         model, tokenizer = load_encoder(target.model_dir, target.tokenizer_dir)
         for name, spec in ecfg.retrieval.items():
             print(f"evaluate {target.name}: retrieval {name}", flush=True)
+            # the probes' precision changes their numbers (bf16 or fp32 encoder passes), the pivot their pairs
             key = {"spec": spec.model_dump(mode="json"), "layers": ecfg.layers, "languages": languages,
-                   "model": model_key}
+                   "model": model_key, "precision": ecfg.precision, "pivot": cfg.data.pivot}
             results.setdefault("retrieval", {})[name] = _cached(
                 parts / f"retrieval-{name}.json", _fingerprint(key), evaluate_retrieval, model, tokenizer, spec,
                 languages, cfg.data.pivot, ecfg, progress)
         for name, spec in ecfg.alignment.items():
             print(f"evaluate {target.name}: word alignment {name}", flush=True)
-            key = {"spec": spec.model_dump(mode="json"), "layers": ecfg.layers, "model": model_key}
+            key = {"spec": spec.model_dump(mode="json"), "layers": ecfg.layers, "model": model_key,
+                   "precision": ecfg.precision}
             try:
                 results.setdefault("alignment", {})[name] = _cached(
                     parts / f"alignment-{name}.json", _fingerprint(key), evaluate_alignment, model, tokenizer,

@@ -31,6 +31,7 @@ import json
 import math
 import os
 import re
+import sys
 import time
 from collections.abc import Callable
 from contextlib import nullcontext
@@ -68,6 +69,7 @@ from metaxlm.pretrain.objectives import Objective, ObjectiveContext, build_objec
 from metaxlm.pretrain.objectives.encoding import shared_encodings
 from metaxlm.pretrain.objectives.mlm import MaskedLM, heldout_mlm_loss
 from metaxlm.run.layout import HELDOUT_LOSS, VariantDir, heldout_losses
+from metaxlm.run.stamps import differences
 from metaxlm.seeds import derive_seed
 
 
@@ -246,11 +248,32 @@ def last_logged(metrics: Path, step: int) -> dict:
 BOOKKEEPING_SETTINGS = frozenset({"log_every", "eval_every", "eval_sequences", "save_every", "keep_checkpoints"})
 
 
-def trajectory_settings(cfg: TrainConfig, *, seed: int, alpha: float) -> dict:
-    """The settings a checkpoint's weights depend on (stored in trainer_state.json): resuming under others would
-    silently mix two runs (e.g. a 600-step checkpoint "resumed" by a config that now says 200 steps)."""
+def trajectory_settings(cfg: TrainConfig, *, seed: int, alpha: float, made_of: dict | None = None) -> dict:
+    """The settings a checkpoint's weights depend on (stored in trainer_state.json, and in summary.json once the run
+    finished): resuming under others would silently mix two runs (e.g. a 600-step checkpoint "resumed" by a config
+    that now says 200 steps). `made_of`: what else the caller's run is computed from (the recipe's variant_settings:
+    the model section, the variant's own settings, its vocabulary, data and start model)."""
     settings = {k: v for k, v in cfg.model_dump(mode="json").items() if k not in BOOKKEEPING_SETTINGS}
-    return {**settings, "seed": seed, "alpha": alpha}
+    return {"train": settings, "seed": seed, "alpha": alpha, **(made_of or {})}
+
+
+# how a setting is named in a message, where its key is not the config's name for it
+SETTING_NAMES = {"alpha": "data.alpha", "vocab": "vocab files", "prepared": "prepared data"}
+
+
+def settings_differences(saved: dict, current: dict, *, then: str, variant: str | None = None
+                         ) -> tuple[list[str], list[str]]:
+    """(each setting of `current` that differs from the `saved` record, named; the settings the record predates and
+    so cannot be checked). A record written before settings were grouped holds (some of) the train section, the seed
+    and α only: what it holds is compared, and the rest is returned as unchecked rather than refused (the run may
+    well be unchanged; there is no way to tell)."""
+    if "train" not in saved:  # the flat record of older checkpoints: the train section's keys, seed, alpha
+        saved = {"train": {k: v for k, v in saved.items() if k not in ("seed", "alpha")},
+                 **{k: saved[k] for k in ("seed", "alpha") if k in saved}}
+        current = {**current, "train": {k: v for k, v in current["train"].items() if k in saved["train"]}}
+    names = {**SETTING_NAMES, **({"variant": f"variants.{variant}"} if variant else {})}
+    changed = differences(saved, {k: v for k, v in current.items() if k in saved}, then=then, names=names)
+    return changed, [names.get(k, k) for k in current if k not in saved]
 
 
 def begun_precision(path: Path | None) -> str | None:
@@ -264,17 +287,21 @@ def begun_precision(path: Path | None) -> str | None:
         return None
 
 
-def check_resumed_settings(path: Path, saved: dict | None, current: dict) -> None:
-    """Refuse to resume a checkpoint made under other training settings, naming each that differs."""
+def check_resumed_settings(path: Path, saved: dict | None, current: dict, *, variant: str | None = None) -> None:
+    """Refuse to resume a checkpoint made under other settings, naming each that differs; say which settings an
+    older checkpoint did not record (those are not checked)."""
     if saved is None:  # written before checkpoints recorded their settings: nothing to compare
+        print(f"{path}: written before checkpoints recorded their settings: resumed unchecked", file=sys.stderr)
         return
-    saved, current = json.loads(json.dumps(saved)), json.loads(json.dumps(current))
-    changed = [f"{key}: {saved.get(key)!r} in the checkpoint, {current.get(key)!r} now"
-               for key in sorted(set(saved) | set(current)) if saved.get(key) != current.get(key)]
+    changed, unchecked = settings_differences(saved, current, then="in the checkpoint", variant=variant)
     if changed:
+        again = f"metaxlm run ... --recompute {variant}, " if variant else ""
         raise MetaXLMError(f"{path}: this checkpoint was trained under other settings than the config's ("
                            + "; ".join(changed) + "). Resuming would mix two runs: restore those settings, or "
-                           f"start the variant afresh (another output_dir, or remove {path.parent.parent})")
+                           f"start the variant afresh ({again}another output_dir, or remove {path.parent.parent})")
+    if unchecked:
+        print(f"{path}: this checkpoint predates checkpoints recording {', '.join(unchecked)}: those cannot be "
+              f"checked (the settings it recorded match)", file=sys.stderr)
 
 
 @dataclass
@@ -307,6 +334,7 @@ class Training:
     log: RunLog
     start: int
     tokens: int
+    settings: dict                    # trajectory_settings: in every checkpoint and in summary.json
 
     @property
     def names(self) -> list[str]:
@@ -316,7 +344,8 @@ class Training:
 def pretrain(*, model, tokenizer, train_data: dict, heldout_data: dict, cfg: TrainConfig, alpha: float, seed: int,
              out_dir: str | Path, resume: bool = False, resume_from: str | Path | None = None, progress: bool = True,
              objectives: dict[str, Objective] | None = None, parallel_data: dict | None = None,
-             new_parameters: set[str] | None = None, export: Callable[..., None] | None = None) -> PretrainResult:
+             new_parameters: set[str] | None = None, export: Callable[..., None] | None = None,
+             made_of: dict | None = None) -> PretrainResult:
     """Train `model` (an HF *ForMaskedLM of a registered arch) on prepared data; write checkpoints, metrics, `final/`.
 
     `objectives`: built objectives (default: `cfg.objectives` built with a context that knows only the tokenizer);
@@ -327,10 +356,12 @@ def pretrain(*, model, tokenizer, train_data: dict, heldout_data: dict, cfg: Tra
     model is not a continuation.
     `export(model, tokenizer, dir, state_dict=...)` writes `final/` (default: the model's `ModelArch.export`; the
     recipe passes another to export a model trained on a trimmed vocabulary with its start's full vocabulary).
+    `made_of`: what else the run is computed from, recorded beside the train settings (`trajectory_settings`) and
+    compared on resume.
     """
     run = set_up(model=model, tokenizer=tokenizer, train_data=train_data, heldout_data=heldout_data, cfg=cfg,
                  alpha=alpha, seed=seed, out_dir=out_dir, resume=resume, resume_from=resume_from, progress=progress,
-                 objectives=objectives, parallel_data=parallel_data, new_parameters=new_parameters)
+                 objectives=objectives, parallel_data=parallel_data, new_parameters=new_parameters, made_of=made_of)
     if run.start == 0:
         evaluate(run, 0)
     bar = tqdm(total=cfg.steps, initial=run.start, desc=f"pretrain {run.layout.root.name}", unit="step",
@@ -358,7 +389,7 @@ def pretrain(*, model, tokenizer, train_data: dict, heldout_data: dict, cfg: Tra
 def set_up(*, model, tokenizer, train_data: dict, heldout_data: dict, cfg: TrainConfig, alpha: float, seed: int,
            out_dir: str | Path, resume: bool, resume_from: str | Path | None, progress: bool,
            objectives: dict[str, Objective] | None, parallel_data: dict | None,
-           new_parameters: set[str] | None) -> Training:
+           new_parameters: set[str] | None, made_of: dict | None = None) -> Training:
     """The accelerator and precision, the objectives and their batch sources, the held-out rows, the optimizer and
     schedule (with the new-head warm-up's held body), and the state of a resumed run."""
     layout = VariantDir(Path(out_dir))
@@ -418,9 +449,10 @@ def set_up(*, model, tokenizer, train_data: dict, heldout_data: dict, cfg: Train
                            "(it holds the body by dropping its gradients between backward and step, which FSDP "
                            "reduces and shards in backward): use one process or DDP (sharding: none), or set it to 0")
     start, tokens = 0, 0
+    settings = trajectory_settings(cfg, seed=seed, alpha=alpha, made_of=made_of)
     if path is not None:
         state = load_checkpoint(path, model=model, objectives=objectives)  # whole weights, before any sharding
-        check_resumed_settings(path, state.get("settings"), trajectory_settings(cfg, seed=seed, alpha=alpha))
+        check_resumed_settings(path, state.get("settings"), settings, variant=layout.root.name if made_of else None)
         for kind, source in sources.items():
             source.load_state_dict(state["batches"][kind])
         start, tokens = state["step"], state.get("tokens", 0)
@@ -456,7 +488,7 @@ def set_up(*, model, tokenizer, train_data: dict, heldout_data: dict, cfg: Train
     prepare_order = [n for n in names if providers[n] is None] + [n for n in names if providers[n] is not None]
     return Training(cfg, seed, alpha, layout, tokenizer, model, objective_module, module, sharded, acc, precision, objectives, prepare_order,
                     providers, sources, heldout_mlm, eval_rows, optimizer, scheduler, held_params, new_group,
-                    warmup_record, log, start, tokens)
+                    warmup_record, log, start, tokens, settings)
 
 
 # -- one optimizer step ----------------------------------------------------------------------------------------------
@@ -574,7 +606,7 @@ def save(run: Training, step: int) -> None:
         save_checkpoint(run.layout.ckpt, step, model=run.model, weights=weights, optimizer_state=optimizer,
                         scheduler=run.scheduler, objectives_state=objectives_state,
                         state={"batches": {k: s.state_dict() for k, s in run.sources.items()}, "tokens": run.tokens,
-                               "settings": trajectory_settings(run.cfg, seed=run.seed, alpha=run.alpha),
+                               "settings": run.settings,
                                "precision": run.precision.precision},
                         keep=run.cfg.keep_checkpoints)
     run.acc.wait_for_everyone()
@@ -604,7 +636,9 @@ def finish(run: Training, last: dict, export: Callable[..., None] | None, *,
                                                "processes": run.acc.num_processes,
                                                "sharding": "fsdp" if run.sharded else "none",
                                                "precision": run.precision.record(),
-                                               **({"head_warmup": run.warmup_record} if run.warmup_record else {})})
+                                               **({"head_warmup": run.warmup_record} if run.warmup_record else {}),
+                                               # what the run was computed from: a rerun reuses it only unchanged
+                                               "settings": run.settings})
         run.log.close()
     run.acc.wait_for_everyone()
     return PretrainResult(run.layout.root, run.layout.final, run.cfg.steps, losses)

@@ -25,6 +25,7 @@ from metaxlm.pretrain.engine import PretrainResult, pretrain
 from metaxlm.pretrain.objectives import ObjectiveContext, build_objectives, parse_objectives
 from metaxlm.pretrain.vocabulary import FullVocabulary
 from metaxlm.registry import load_plugins
+from metaxlm.run import stamps
 from metaxlm.run.layout import RunDir
 from metaxlm.run.processes import is_main, rank0_first, stop_on_peer_failure, together, wait_for_main
 
@@ -98,6 +99,51 @@ def resolve_model(cfg: RunConfig, ref: str, *, progress: bool = True) -> Path:
     if not (path / "config.json").exists():
         raise MetaXLMError(f"{ref}: neither a variant of this run nor an HF model directory (no config.json)")
     return path
+
+
+# a variant's own settings that change what its pretraining computes (its `train` and `model` overrides are recorded
+# resolved, as the train and model sections; its seed as the run's seed)
+VARIANT_SETTINGS = ("init", "use_dict", "fallback", "freeze_body", "distill", "start_from")
+
+
+def variant_settings(cfg: RunConfig, variant: str, *, progress: bool = True) -> dict:
+    """What a variant's pretraining is computed from besides its train section, seed and α (the engine's
+    trajectory_settings adds those): its model section, its own settings (VARIANT_SETTINGS), the vocabulary and the
+    prepared data by content, and the model it starts from by content (`start`). Stored in every checkpoint and in
+    summary.json, so a resume (engine.check_resumed_settings) or a finished variant's reuse (metaxlm.pipeline) under
+    any other refuses, naming what differs, instead of mixing two runs. A digest is None where its files are not
+    there (yet)."""
+    run = RunDir.of(cfg)
+    transfer = cfg.variants[variant]
+    return {"model": cfg.model_for(variant).model_dump(mode="json"),
+            "variant": transfer.model_dump(mode="json", include=set(VARIANT_SETTINGS)),
+            "vocab": vocabulary_digest(run.vocab),
+            "prepared": stamps.content_digest(run.prepared, ("*.arrow",)),  # the rows, not datasets' own stamps
+            "start": start_digest(cfg, variant, progress=progress)}
+
+
+def vocabulary_digest(vocab: Path) -> str | None:
+    """The vocabulary by content. Beside a tokenizer.json, sentencepiece's .model files are left out: a trained one
+    embeds its trainer's temporary input, so a vocabulary trained again from the same text differs there alone,
+    while tokenizer.json holds every piece and score."""
+    return stamps.content_digest(vocab, skip=("*.model",) if (vocab / "tokenizer.json").is_file() else ())
+
+
+def start_digest(cfg: RunConfig, variant: str, *, progress: bool = True) -> dict | None:
+    """The model a variant starts from, by content: its `start_from` (another variant's final/, an HF directory, a
+    named model), or for MetaXLM initialization (`init`) the meta-pretrained model and the dictionaries matching
+    reads (`use_dict`); None for a variant from scratch."""
+    run, transfer = RunDir.of(cfg), cfg.variants[variant]
+    if transfer.start_from:
+        ref = transfer.start_from
+        path = run.meta.final if ref == "meta" else run.variant(ref).final if ref in cfg.variants else \
+            resolve_model(cfg, ref, progress=progress)
+        return {"model": stamps.content_digest(path)}
+    if transfer.init == "none":
+        return None
+    dictionaries = {lang: stamps.content_digest(p) for lang, p in _dictionaries(cfg).items()} \
+        if transfer.use_dict else None
+    return {"meta": stamps.content_digest(run.meta.final), "dictionaries": dictionaries}
 
 
 def _dictionaries(cfg: RunConfig) -> dict[str, str]:
@@ -390,4 +436,5 @@ def _run_pretrain(cfg: RunConfig, variant: str, *, resume: bool, resume_from: st
                     run.prepared, "heldout"), cfg=train, alpha=cfg.data.alpha, seed=cfg.seed_for(variant),
                     out_dir=run.variant(variant).root, resume=resume, resume_from=resume_from, progress=progress,
                     objectives=objectives, parallel_data=load_prepared(run.prepared, "parallel"),
-                    new_parameters=new_parameters, export=full.export if full else None)
+                    new_parameters=new_parameters, export=full.export if full else None,
+                    made_of=variant_settings(cfg, variant, progress=progress))  # the start model is there by now

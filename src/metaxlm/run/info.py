@@ -1,4 +1,5 @@
-"""What every run records beside its outputs: the resolved config, package versions and the git commit."""
+"""What every run records beside its outputs: the resolved config, package versions and the git commit, and which
+invocation made each of its artifacts from what (`record_artifact`)."""
 
 from __future__ import annotations
 
@@ -154,10 +155,30 @@ def write_run_info(output_dir: str | Path, config: BaseModel, argv: list[str] | 
     _CURRENT[str(out)] = f"{started}/{os.getpid()}/{uuid.uuid4().hex[:8]}"
     with _locked_run_info(out) as info:
         earlier = info.get("invocations", [])
-        decided = {"precision": info["precision"]} if "precision" in info else {}  # the run's, not the invocation's
+        # the run's, not the invocation's: the precision decision, what made each artifact (record_artifact)
+        decided = {k: info[k] for k in ("precision", "artifacts") if k in info}
         info.clear()
         info.update({**this, "versions": package_versions(), "platform": platform.platform(), **decided,
                      "invocations": [*earlier, {"id": _CURRENT[str(out)], **this, "finished": None}]})
+
+
+def record_artifact(output_dir: str | Path, name: str, fingerprint: str, *, made: bool | None, **detail) -> None:
+    """run_info.json's `artifacts[name]` (vocab, prepared, pretrain/<variant>, eval/<model>): the fingerprint of
+    what made it (its settings and inputs; the full record lies beside it, `detail` says where) and `made_by`, the
+    id of the invocation (in `invocations`) that made it — kept while later invocations reuse it, so the run says
+    which of its invocations, under which config, produced each of its outputs. `made` None: made by this
+    invocation when its fingerprint is new. `made_by` None: made before run_info.json recorded it. Nothing is
+    recorded outside a recorded invocation (a stage called on its own)."""
+    out = Path(output_dir)
+    current = _CURRENT.get(str(out))
+    if current is None:
+        return
+    with _locked_run_info(out) as info:
+        artifacts = info.setdefault("artifacts", {})
+        old = artifacts.get(name, {})
+        same = old.get("fingerprint") == fingerprint
+        made_by = current if made or (made is None and not same) else old.get("made_by") if same else None
+        artifacts[name] = {"fingerprint": fingerprint, "made_by": made_by, **detail}
 
 
 def read_run_precision(output_dir: str | Path) -> dict | None:

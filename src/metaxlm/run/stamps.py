@@ -3,7 +3,12 @@ interruption, or to add a variant or a task) reuses it instead of redoing minute
 anything it was made from changed: its config sections, the seed, or an input file's size or modification time.
 
 A stamp is written (atomically) only after its stage finished and removed before the stage starts again, so an
-interrupted stage never leaves a stamp that vouches for half-written output.
+interrupted stage never leaves a stamp that vouches for half-written output. It keeps the parts its fingerprint was
+made of too (`made_of`), so a run that will make the stage again can say what changed (`differences`).
+
+The same mechanism says what a pretraining variant was made from (metaxlm.pretrain.recipe.variant_settings): its
+settings, and its vocabulary, data and start model by `content_digest` — by what they hold, not by where they lie or
+when they were written, so a moved run or a vocabulary made again from touched but unchanged files still matches.
 """
 
 from __future__ import annotations
@@ -45,6 +50,57 @@ def fingerprint(**parts: Any) -> str:
     return hashlib.sha256(json.dumps(parts, sort_keys=True, default=str).encode()).hexdigest()
 
 
+_DIGESTS: dict[tuple, str] = {}  # (path, patterns, signatures) -> digest: each file read once per process
+
+
+def content_digest(path: str | Path, patterns: tuple[str, ...] = ("*",), skip: tuple[str, ...] = ()) -> str | None:
+    """sha256 (16 hex digits) of the names (relative to `path`) and bytes of the files under `path` matching
+    `patterns` but not `skip` (or of the file `path` itself); None when nothing is there. By content, so a copied or
+    moved directory, or one made again identically, has the same digest; a file is read again only when its size or
+    modification time changed."""
+    root = Path(path)
+    if root.is_file():
+        files = [root]
+    else:
+        found = {p for pattern in patterns for p in root.rglob(pattern)} if root.is_dir() else set()
+        files = sorted(p for p in found if p.is_file() and not any(p.match(s) for s in skip))
+    if not files:
+        return None
+    key = (str(root.resolve()), patterns, skip, tuple(tuple(sig) for f in files for sig in file_signature(f)))
+    if key not in _DIGESTS:
+        digest = hashlib.sha256()
+        for f in files:
+            digest.update(f"{f.relative_to(root) if f != root else f.name}\0".encode())
+            with f.open("rb") as stream:
+                for block in iter(lambda s=stream: s.read(1 << 20), b""):
+                    digest.update(block)
+        _DIGESTS[key] = digest.hexdigest()[:16]
+    return _DIGESTS[key]
+
+
+NOT_SET = "(not set)"
+
+
+def differences(recorded: dict, current: dict, *, then: str, names: dict[str, str] | None = None) -> list[str]:
+    """`name: <recorded> <then>, <current> now` for every setting that differs, nested settings by their dotted path
+    (`model.options.cross_attention_init`); `names` renames top-level keys for the message (`alpha` -> `data.alpha`).
+    Compared as JSON (a tuple equals its list)."""
+    recorded, current = json.loads(json.dumps(recorded, default=str)), json.loads(json.dumps(current, default=str))
+    names = names or {}
+    out: list[str] = []
+
+    def walk(old: Any, new: Any, path: list[str]) -> None:
+        if isinstance(old, dict) and isinstance(new, dict):
+            for key in [*new, *(k for k in old if k not in new)]:  # in the order of the current settings
+                walk(old.get(key, NOT_SET), new.get(key, NOT_SET), [*path, key])
+        elif old != new:
+            name = ".".join([names.get(path[0], path[0]), *path[1:]])
+            out.append(f"{name}: {old!r} {then}, {new!r} now")
+
+    walk(recorded, current, [])
+    return out
+
+
 def reusable(stamp: Path, output: Path, digest: str) -> dict | None:
     """The stage's recorded info when its output exists and was made from exactly these inputs, else None."""
     if not (stamp.is_file() and output.exists()):
@@ -63,7 +119,15 @@ def clear(stamp: Path) -> None:
         pass
 
 
-def record(stamp: Path, digest: str, info: dict) -> None:
+def made_of(stamp: Path) -> dict | None:
+    """The parts a stamp's fingerprint was made of (None: no readable stamp, or one written before stamps kept them)."""
+    try:
+        return json.loads(stamp.read_text()).get("made_of")
+    except (OSError, ValueError, AttributeError):
+        return None
+
+
+def record(stamp: Path, digest: str, info: dict, parts: dict | None = None) -> None:
     stamp.parent.mkdir(parents=True, exist_ok=True)
-    atomic_write_json(stamp, {"fingerprint": digest, "info": info})
+    atomic_write_json(stamp, {"fingerprint": digest, "info": info, **({"made_of": parts} if parts is not None else {})})
 
