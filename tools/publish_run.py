@@ -32,6 +32,7 @@ from metaxlm.io import atomic_dir
 COPIED = {"config.yaml": "config.yaml", "run_info.json": "run_info.json", "timings.json": "timings.json",
           "report/report.md": "report.md", "report/findings.json": "findings.json",
           "comparison.json": "pretraining.json", "comparison.md": "pretraining.md"}
+ARCHIVE = "finished-runs"  # evaluate.finished_runs pointed into the published folder (docs/results/code-switching)
 REQUIRED = ("config.yaml", "run_info.json", "report/report.md")
 _IMAGE_LINK = re.compile(r"(!\[[^\]]*\]\()([^)\s/]+\.png)(\))")  # a figure beside the markdown file
 
@@ -45,6 +46,8 @@ def publish(run: Path, dest: Path) -> list[str]:
     if not results:
         raise MetaXLMError(f"{run}: no eval/<model>/results.json to publish")
     with atomic_dir(dest) as tmp:
+        if (dest / ARCHIVE).is_dir():  # an evaluate.finished_runs archive kept here is the run's input, not output
+            shutil.copytree(dest / ARCHIVE, tmp / ARCHIVE)
         for source, name in COPIED.items():
             if (run / source).is_file():
                 shutil.copy2(run / source, tmp / name)

@@ -25,7 +25,11 @@ def test_publishes_the_small_results_and_nothing_else(tmp_path):
     run, dest = _run(tmp_path), tmp_path / "docs" / "results" / "compare"
     dest.mkdir(parents=True)
     (dest / "results.gone.json").write_text("{}")  # an earlier run's model: replaced with the whole directory
+    (dest / "finished-runs" / "m").mkdir(parents=True)  # an archive of finished runs kept there: the run's input
+    (dest / "finished-runs" / "m" / "en-seed0.json").write_text("{}")
     written = publish(run, dest)
+    assert (dest / "finished-runs" / "m" / "en-seed0.json").read_text() == "{}"
+    written = [name for name in written if not name.startswith("finished-runs/")]
     assert written == ["config.yaml", "figures/a.png", "figures/heldout_curves.png", "pretraining.json", "pretraining.md", "report.md",
                        "results.mlm_only.json", "results.ppa@step40.json", "run_info.json", "timings.json"]
     assert (dest / "report.md").read_text() == (run / "report/report.md").read_text()
