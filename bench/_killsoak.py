@@ -31,7 +31,7 @@ from pathlib import Path
 HERE = Path(__file__).resolve()
 # fields whose values are wall-clock measurements: they differ between any two runs and are not compared
 TIMING_KEYS = frozenset({"tokens_per_s", "seconds", "train_seconds", "train_seconds_by_machine", "total_seconds",
-                         "elapsed", "started", "finished"})
+                         "elapsed", "started", "finished", "written"})
 
 # which phase an event belongs to (the last event a killed child wrote tells where the kill landed)
 PHASES = {
@@ -125,7 +125,8 @@ def install_evaluation_probes(emit: Probes) -> None:
     import metaxlm.evaluation.recipe as recipe
     import metaxlm.finetune.scenarios as scenarios
 
-    cached, write_json, finetune, predict = recipe._cached, recipe.atomic_write_json, scenarios.finetune, \
+    # the stored parts are written as text (records.json_text: item rows one line each)
+    cached, write_text, finetune, predict = recipe._cached, recipe.atomic_write_text, scenarios.finetune, \
         scenarios.predict
     retrieval, alignment = recipe.evaluate_retrieval, recipe.evaluate_alignment
 
@@ -154,11 +155,11 @@ def install_evaluation_probes(emit: Probes) -> None:
         emit("alignment")
         return alignment(*args, **kwargs)
 
-    def write_json_probe(path, obj):
+    def write_text_probe(path, text):
         emit("store", Path(path).name)
-        return write_json(path, obj)
+        return write_text(path, text)
 
-    recipe._cached, recipe.atomic_write_json = cached_probe, write_json_probe
+    recipe._cached, recipe.atomic_write_text = cached_probe, write_text_probe
     recipe.evaluate_retrieval, recipe.evaluate_alignment = retrieval_probe, alignment_probe
     scenarios.finetune, scenarios.predict = finetune_probe, predict_probe
 

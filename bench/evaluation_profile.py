@@ -94,8 +94,8 @@ def instrument(sections: Sections) -> None:
         (benchmarks, "load_alignment", "data loading"),
         (recipe, "retrieval_pairs", "data loading"),
         (recipe, "model_fingerprint", "fingerprints (hashing model files)"),
-        (recipe, "atomic_write_json", "writing results"),
-        (scenarios, "atomic_write_json", "writing results"),
+        (recipe, "atomic_write_text", "writing results"),
+        (scenarios, "atomic_write_text", "writing results"),
     ]
     for module, name, section in where:
         sections.patch(module, name, section)

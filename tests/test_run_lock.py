@@ -22,10 +22,14 @@ HOLD = """
 import os, sys, time
 from metaxlm.run.lock import held
 with held(sys.argv[1], sys.argv[2], shared=sys.argv[3] == "shared"):
+    ready, say_ready = os.pipe()
     worker = os.fork() if len(sys.argv) > 4 else -1  # a worker forked by the holder, which outlives it
     if worker == 0:
+        os.write(say_ready, b"x")  # Python code runs in the child only after the at-fork hooks have
         time.sleep(120)
         os._exit(0)
+    if worker > 0:
+        os.read(ready, 1)  # "held" only once the worker is past its fork (on a loaded machine it starts late)
     print("held", worker, flush=True)
     time.sleep(120)
 """

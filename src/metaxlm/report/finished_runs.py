@@ -25,7 +25,7 @@ from metaxlm.finetune.scenarios import recorded_task_entry
 from metaxlm.io import atomic_dir, atomic_write_json
 from metaxlm.records import RESULTS_FILE, write_results
 from metaxlm.report.evaluation import write_report
-from metaxlm.run.layout import RunDir
+from metaxlm.run.layout import LOCK_FILE, RunDir
 
 # Beside the assembled results: what they were assembled from. Only a directory that has it (or an empty or new
 # one) is written to, so an --out that names a real run (its eval/, config.yaml) is never replaced.
@@ -35,7 +35,8 @@ ASSEMBLED = "assembled-from.json"
 def _check_out(out: Path, cfg: RunConfig) -> None:
     if Path(cfg.output_dir).resolve() == out.resolve():
         raise MetaXLMError(f"{out}: is this config's own run directory (output_dir); give --out another directory")
-    if out.is_dir() and any(out.iterdir()) and not (out / ASSEMBLED).exists():
+    # the lock this command holds on --out (metaxlm.run.lock) is its own, not a run's content
+    if out.is_dir() and any(p.name != LOCK_FILE for p in out.iterdir()) and not (out / ASSEMBLED).exists():
         raise MetaXLMError(f"{out}: not empty and not written by `metaxlm report --finished-runs` (no {ASSEMBLED}): "
                            "give a new or empty directory, so that no run's results are replaced")
 
