@@ -8,6 +8,17 @@ import pytest
 REPO = Path(__file__).resolve().parents[1]
 SHARED_DATA = REPO.parent / "shared" / "data"
 
+# The files of the longest tests (several processes, memory limits: 30-100 s each), collected first: pytest-xdist's
+# work stealing then spreads the short tests over both workers at the end instead of leaving one worker idle behind
+# a long test started last. Whole files move, so their module fixtures are still built once.
+LONG_FIRST = ("test_multinode.py", "test_sharding.py", "test_multiprocess_faults.py", "test_veco.py",
+              "test_larger_than_memory.py", "test_engine.py", "test_moco.py", "test_dwa.py")
+
+
+def pytest_collection_modifyitems(config, items):
+    rank = {name: i for i, name in enumerate(LONG_FIRST)}
+    items.sort(key=lambda item: rank.get(item.path.name, len(LONG_FIRST)))  # stable: the rest keep their order
+
 # A small multilingual vocabulary of real words, so tokenizers see several scripts.
 WORDS = {
     "en": "the house is small and the cat sleeps on the red chair near an open window".split(),
