@@ -28,6 +28,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
+from functools import partial
 from pathlib import Path
 
 from metaxlm.errors import ConfigError
@@ -134,9 +135,7 @@ def probe_headlines(model: ModelResult) -> list[tuple[str, Score]]:
     out = []
     for name, r in model.data.get("retrieval", {}).items():
         accuracy = [number(v) * 100 for v in r["average"]]
-        def retrieval_at(layer: int, r=r) -> Sample:
-            return retrieval_sample(r, layer)
-
+        retrieval_at = partial(retrieval_sample, r)  # layer -> Sample
         out += [(f"{name}: acc@1 last", _layer_score(r["layers"], accuracy, len(accuracy) - 1, False, retrieval_at)),
                 (f"{name}: acc@1 best", _layer_score(r["layers"], accuracy, best_index(accuracy), True,
                                                      retrieval_at))]
@@ -146,7 +145,7 @@ def probe_headlines(model: ModelResult) -> list[tuple[str, Score]]:
         index = None if a.layer is None else a.layers.index(a.layer)
         # results written before the dev/test split have no test AER: a column of their own, named for what it is
         label = f"{name}: test AER" if a.is_test else f"{name}: AER best (no dev split)"
-        def alignment_at(layer: int, entry=entry, a=a) -> Sample:
+        def alignment_at(layer: int, entry=entry, a=a) -> Sample:  # the test AER at `layer` and its pairs' counts
             return alignment_sample(entry, layer, a.test["aer"][a.layers.index(layer)])
 
         out.append((label, _layer_score(a.layers, aer, index, True, alignment_at)))
