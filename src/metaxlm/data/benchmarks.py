@@ -20,6 +20,12 @@ from collections.abc import Callable, Iterator
 from itertools import chain
 from pathlib import Path
 
+from metaxlm.data.benchmark_rules import BIO_TAG as _BIO_TAG
+from metaxlm.data.benchmark_rules import HEADER_ALIASES as _HEADER_ALIASES
+from metaxlm.data.benchmark_rules import PAWSX_LABELS as _PAWSX_LABELS
+from metaxlm.data.benchmark_rules import UNLABELLED as _UNLABELLED
+from metaxlm.data.benchmark_rules import XNLI_LABELS as _XNLI_LABELS
+from metaxlm.data.benchmark_rules import checked_answer as _answer
 from metaxlm.data.examples import (
     AlignmentSet,
     ClassificationExample,
@@ -38,7 +44,6 @@ PathLike = str | Path
 Loader = Callable[..., object]
 FORMATS: Registry[Loader] = Registry("benchmark format")
 
-_UNLABELLED = "unlabelled items cannot be scored"
 
 
 def register_format(name: str, *, examples: type | None) -> Callable[[Loader], Loader]:
@@ -56,9 +61,14 @@ def load_examples(fmt: str, path: PathLike, *, lang: str | None = None, split: s
 
     `lang` selects rows of multilingual files (XNLI's language column) and the "lang:" word prefix of PAN-X.
     `allow_empty` returns [] for a file with no content (e.g. a demo language without test items) instead of
-    raising. Other keywords go to the format's loader.
+    raising. Other keywords go to the format's loader. A `hub:NAME[:CONFIG][@REVISION]` path is read from the
+    Hugging Face Hub instead, by the format's converter (data.hub), as the same examples.
     """
     loader = FORMATS.get(fmt)
+    if str(path).startswith("hub:"):
+        from metaxlm.data.hub import load_hub_examples
+
+        return load_hub_examples(fmt, str(path), lang=lang, split=split, **kw)
     path = Path(path)
     if allow_empty and path.is_file() and count_lines(path, nonblank=True) == 0:
         return []
@@ -131,16 +141,6 @@ def _demo_spans(path: Path, **_) -> list[SpanExample]:
 
 # --- sentence(-pair) classification TSV -------------------------------------------------------------------
 
-# Column names of the headers in the wild (XNLI 1.0 xnli.test.tsv, PAWS-X x-final/*.tsv, SIB-200).
-_HEADER_ALIASES = {
-    "text": ("premise", "sentence1", "text"),
-    "text_pair": ("hypothesis", "sentence2"),
-    "label": ("label", "gold_label", "category"),
-    "id": ("id", "pairid", "index_id"),
-    "language": ("language", "lang"),
-}
-_XNLI_LABELS = {"entailment", "neutral", "contradiction"}
-_PAWSX_LABELS = {"0", "1"}
 
 
 def _header_columns(cells: list[str]) -> dict[str, int]:
@@ -233,7 +233,6 @@ def _udpos(path: Path, **_) -> list[TaggingExample]:
             for sent in read_conllu(path)]
 
 
-_BIO_TAG = re.compile(r"O|[BI]-\S+")
 _LANG_PREFIX = re.compile(r"[a-z]{2,3}:")
 
 
@@ -273,22 +272,6 @@ def _line_of(lines: list[str], qid: str) -> int | None:
     return next((n for n, line in enumerate(lines, 1) if any(needle in line for needle in needles)), None)
 
 
-def _answer(answer: object, context: str, split: str, relocated: list[str]) -> tuple[str, int] | str:
-    """(text, start) with the start checked against the context, or what is wrong with the answer.
-    Answers whose start had to be corrected are appended to `relocated`."""
-    if not isinstance(answer, dict) or not isinstance(answer.get("text"), str) or not answer["text"].strip():
-        return "an answer without text"
-    text, start = answer["text"], answer.get("answer_start")
-    if isinstance(start, int) and context[start:start + len(text)] == text:
-        return text, start
-    found = [m.start() for m in re.finditer(re.escape(text), context)]
-    if found:  # a shifted offset (translated data): take the nearest occurrence of the answer text
-        nearest = min(found, key=lambda s: abs(s - start) if isinstance(start, int) else s)
-        relocated.append(f"{text!r} from {start} to {nearest}")
-        return text, nearest
-    if split == "test":  # only the text is scored
-        return text, -1
-    return f"answer {text!r} does not occur in its context"
 
 
 @register_format("squad", examples=QAExample)

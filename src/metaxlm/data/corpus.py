@@ -1,7 +1,8 @@
 """Corpus access: turns a CorpusSpec / ParallelSpec from the config into streams of text.
 
 Sources: text/JSONL files (also .gz/.xz), directories of such files, HF `datasets` saved with
-`save_to_disk` (Arrow), and the HF hub (`hub:NAME[:CONFIG]`, streamed; needs network, which users have).
+`save_to_disk` (Arrow), and the HF hub (`hub:NAME[:CONFIG][@REVISION]`, data.hub's reference, streamed; needs
+network, which users have).
 """
 
 from __future__ import annotations
@@ -11,7 +12,9 @@ from pathlib import Path
 
 from metaxlm.config import CorpusSpec, ParallelSpec
 from metaxlm.data import readers
+from metaxlm.data.hub import parse_hub
 from metaxlm.errors import DataError, SkipReport
+from metaxlm.roots import missing_data_hint
 
 
 def _files(path: Path) -> list[Path]:
@@ -21,7 +24,7 @@ def _files(path: Path) -> list[Path]:
             raise DataError(path, None, "directory holds no files")
         return files
     if not path.exists():
-        raise DataError(path, None, "no such file")
+        raise DataError(path, None, "no such file" + missing_data_hint(path))
     return [path]
 
 
@@ -78,8 +81,8 @@ def iter_texts(spec: CorpusSpec, *, skip_bad: bool = False, report: SkipReport |
     elif fmt == "hub":
         import datasets
 
-        name, _, conf = spec.path.removeprefix("hub:").partition(":")
-        ds = datasets.load_dataset(name, conf or None, split=spec.split, streaming=True)
+        ref = parse_hub(spec.path)
+        ds = datasets.load_dataset(ref.name, ref.config, split=spec.split, revision=ref.revision, streaming=True)
         yield from (row[spec.text_field] for row in ds if row[spec.text_field].strip())
     else:
         for f in _spec_files(spec):

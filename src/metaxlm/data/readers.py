@@ -25,6 +25,7 @@ from itertools import chain, zip_longest
 from pathlib import Path
 
 from metaxlm.errors import ConfigError, DataError, SkipReport
+from metaxlm.roots import missing_data_hint
 from metaxlm.textpolicy import text_problem
 
 __all__ = [
@@ -45,7 +46,7 @@ def _open_binary(path: Path):
     if path.is_dir():
         raise DataError(path, None, "is a directory, expected a file")
     if not path.exists():
-        raise DataError(path, None, "no such file")
+        raise DataError(path, None, "no such file" + missing_data_hint(path))
     opener = {".gz": gzip.open, ".xz": lzma.open}.get(path.suffix, open)
     return opener(path, "rb")
 

@@ -38,6 +38,7 @@ from metaxlm.finetune.tasks import Task, get_task
 from metaxlm.finetune.trainer import finetune, predict, set_seed
 from metaxlm.io import atomic_dir, atomic_write_text, json_safe
 from metaxlm.records import json_text
+from metaxlm.roots import missing_data_hint
 from metaxlm.run import code as run_code
 from metaxlm.vocab.load import save_tokenizer
 
@@ -111,7 +112,7 @@ class TaskData:
             source = self.load("test", self.spec.source)
             if not source:
                 raise MetaXLMError(f"task {self.spec.name}: test_half needs the source language's test file "
-                                   f"({self.spec.path('test', self.spec.source)})")
+                                   f"({_where(self.spec.path('test', self.spec.source))})")
             self.half = split_by_document(source)
         return self.half
 
@@ -157,13 +158,41 @@ class TaskData:
 
 def _exists(path: Path, source: str, lang: str) -> bool:
     """The file exists; for a `{side}` template (translation file pairs), both of its files do, and they are two
-    (a pair of a language with itself, e.g. the source's own, has no data)."""
+    (a pair of a language with itself, e.g. the source's own, has no data). A hub: dataset is there to load (the
+    loading says if it is not)."""
     from metaxlm.data.benchmarks import SIDE, side_paths
+    from metaxlm.data.hub import is_hub
 
+    if is_hub(path):
+        return True
     if SIDE not in str(path):
         return path.exists()
     src, tgt = side_paths(path, source, lang)
     return src != tgt and src.exists() and tgt.exists()
+
+
+def _missing(path: Path | None) -> bool:
+    """A task file that is not there (a hub: dataset or a `{side}` pair is checked when it is loaded)."""
+    from metaxlm.data.benchmarks import SIDE
+    from metaxlm.data.hub import is_hub
+
+    return path is not None and not is_hub(path) and SIDE not in str(path) and not path.exists()
+
+
+def _where(path: Path | None) -> str:
+    """A task file as an error names it: a missing one says so, and, inside the benchmark-data root, which root
+    and where to get the data (metaxlm.roots)."""
+    return f"{path}: no such file{missing_data_hint(path)}" if _missing(path) else str(path)
+
+
+def check_source_data(spec: TaskSpec) -> None:
+    """Raise when the source language's training file (its test file, with train_from test_half) is missing: before
+    any model is read, since without the benchmark data nothing can run (the first wall outside this repository)."""
+    which = "test" if spec.train_from == "test_half" else "train"
+    path = spec.path(which, spec.source)
+    if _missing(path):
+        raise MetaXLMError(f"task {spec.name}: no {which} file for the source language {spec.source} "
+                           f"({_where(path)})")
 
 
 def _trainable(example) -> bool:
@@ -694,6 +723,7 @@ def run_task(spec: TaskSpec, model_dir: str | Path, out_dir: str | Path | None =
     notes = [spec.note] if spec.note else []
     if skipped := [lang for lang in (languages or []) if lang not in spec.languages]:
         notes.append(f"no {spec.name} data for {', '.join(skipped)}")
+    check_source_data(spec)
     runner = _Runner(spec, Path(model_dir), load_finetune_tokenizer(model_dir, tokenizer_dir), progress,
                      None if save_models is None else Path(save_models),
                      None if out_dir is None else Path(out_dir) / f"{scenario}-runs", resume_key,
@@ -747,7 +777,7 @@ def _source_train(data: TaskData, notes: list[str]) -> list:
         examples = data.train(spec.source) or []
     if not examples:
         raise MetaXLMError(f"task {spec.name}: no training items for the source language {spec.source} "
-                           f"({spec.path('train', spec.source)})")
+                           f"({_where(spec.path('train', spec.source))})")
     return examples
 
 
