@@ -91,7 +91,7 @@ def test_bad_input_is_one_clear_error(tmp_path, capsys):
 
 def test_bad_config_is_one_clear_error(run_config, capsys):
     assert main(["run", str(run_config), "vocab.sizee=3"]) == 2
-    assert "vocab.sizee: unknown key" in capsys.readouterr().err
+    assert "command-line override vocab.sizee=3: unknown key (did you mean size?)" in capsys.readouterr().err
 
 
 def test_prepare_without_vocab_says_what_to_do(run_config, capsys):

@@ -43,11 +43,11 @@ def test_override_into_mapping(cfg_file):
 
 
 @pytest.mark.parametrize(("override", "needle"), [
-    ("vocab.sise=100", "vocab.sise: unknown key"),
-    ("vocab.size=abc", "vocab.size: Input should be a valid integer"),
-    ("vocab.size=5", "vocab.size: Input should be greater than 10"),
-    ("data.alpha=2", "data.alpha: Input should be less than or equal to 1"),
-    ("data.skip_bad=maybe", "data.skip_bad: Input should be a valid boolean"),
+    ("vocab.sise=100", "override vocab.sise=100: unknown key (did you mean size?)"),
+    ("vocab.size=abc", "override vocab.size=abc: Input should be a valid integer"),
+    ("vocab.size=5", "override vocab.size=5: Input should be greater than 10"),
+    ("data.alpha=2", "override data.alpha=2: Input should be less than or equal to 1"),
+    ("data.skip_bad=maybe", "override data.skip_bad=maybe: Input should be a valid boolean"),
     ("data.languages=[en, xx]", "unknown language code 'xx'"),
     ("stages=[vocab, train]", "stages.1"),
     ("vocab.mode=load", "vocab.mode=load needs vocab.path"),
@@ -151,7 +151,7 @@ def test_yaml_that_pyyaml_fails_on_outside_yamlerror(tmp_path, yaml_text, needle
     p.write_text(BASE + yaml_text + "\n")
     with pytest.raises(ConfigError, match=re.escape(needle)):
         load_config(p)
-    with pytest.raises(ConfigError, match="override seed: cannot parse value"):
+    with pytest.raises(ConfigError, match="command-line override seed=.*: cannot parse the value"):
         apply_override({}, "seed=" + yaml_text.removeprefix("seed: "))
 
 

@@ -74,6 +74,7 @@ def cmd_pretrain(args) -> None:
 
 
 def cmd_prepare(args) -> None:
+    from metaxlm.data.inputs import check_inputs
     from metaxlm.pipeline import stage_prepare
     from metaxlm.run.info import recorded_invocation
     from metaxlm.run.layout import RunDir
@@ -83,6 +84,7 @@ def cmd_prepare(args) -> None:
     vocab = RunDir.of(cfg).vocab
     if not (vocab / "tokenizer_config.json").exists():
         raise MetaXLMError(f"no vocabulary at {vocab}: run `metaxlm vocab train {args.config}` first")
+    check_inputs(cfg, dictionaries=False)
     with run_dir_held(cfg.output_dir, "metaxlm data prepare"), recorded_invocation(cfg.output_dir, cfg, "prepare"):
         stage_prepare(cfg, progress=not args.no_progress)
 
@@ -97,11 +99,14 @@ def cmd_stats(args) -> None:
 
 
 def cmd_vocab_train(args) -> None:
+    from metaxlm.data.inputs import check_inputs
     from metaxlm.pipeline import stage_vocab
     from metaxlm.run.info import recorded_invocation
     from metaxlm.run.lock import run_dir_held
 
     cfg = _load(args)
+    if cfg.vocab.mode == "train" or cfg.vocab.trim:
+        check_inputs(cfg, parallel=False, dictionaries=False)
     with run_dir_held(cfg.output_dir, "metaxlm vocab train"), recorded_invocation(cfg.output_dir, cfg, "vocab"):
         stage_vocab(cfg, progress=not args.no_progress)
 

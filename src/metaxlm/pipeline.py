@@ -15,6 +15,7 @@ from pathlib import Path
 
 from metaxlm.compute.precision import run_precision
 from metaxlm.config import RunConfig
+from metaxlm.data.inputs import check_inputs
 from metaxlm.data.prepare import prepare_corpora
 from metaxlm.data.stats import corpus_stats, format_stats
 from metaxlm.errors import ConfigError, MetaXLMError
@@ -282,6 +283,17 @@ def check_reuse(cfg: RunConfig, recompute: list[str] | tuple[str, ...] = ()) -> 
         raise _refusal(problems, [*recompute, *again])
 
 
+def check_stage_inputs(cfg: RunConfig) -> None:
+    """The input files of the stages this run makes (not those whose output it reuses), checked before the first
+    stage: a missing, empty or malformed file fails at once, naming file, line, config key and language
+    (metaxlm.data.inputs)."""
+    vocab_made = _made_again(cfg, "vocab", RunDir.of(cfg).vocab, _vocab_inputs(cfg)) is not None
+    prepare_made = "prepare" in cfg.stages and (
+        vocab_made or _made_again(cfg, "prepare", RunDir.of(cfg).prepared, _prepare_inputs(cfg)) is not None)
+    check_inputs(cfg, mono=prepare_made or (vocab_made and (cfg.vocab.mode == "train" or cfg.vocab.trim)),
+                 parallel=prepare_made, dictionaries="pretrain" in cfg.stages)
+
+
 def _discard(cfg: RunConfig, recompute: list[str] | tuple[str, ...]) -> None:
     """What a variant named by --recompute had pretrained (its evaluation is redone by itself: it is keyed by the
     model's files)."""
@@ -367,6 +379,7 @@ def run(cfg: RunConfig, progress: bool = True, recompute: list[str] | tuple[str,
 
         check_pretraining_config(cfg)
     if is_main():  # the others wait for it: a refusal ends their wait (they check each variant at its turn)
+        check_stage_inputs(cfg)
         check_reuse(cfg, recompute)
     else:
         if "pretrain" in cfg.stages:

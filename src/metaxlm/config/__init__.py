@@ -32,11 +32,13 @@ from metaxlm.config.schema import (
     TransferConfig,
     VariantPlan,
     VocabConfig,
+    did_you_mean,
     format_errors,
     load_config,
     validation_problems,
 )
-from metaxlm.config.yaml import apply_override, dump_config, read_yaml
+from metaxlm.config.yaml import _YAML_ERRORS as YAML_ERRORS  # what reading YAML raises besides YAMLError too
+from metaxlm.config.yaml import apply_override, dump_config, read_yaml, yaml_error
 
 __all__ = [
     "AUTOCAST_PRECISIONS", "FINETUNE_CHECKPOINT_SECONDS", "INFERENCE_BATCH_TOKENS", "MASK_PROB", "PAPER_MU",
@@ -44,5 +46,5 @@ __all__ = [
     "CorpusSpec", "DataConfig", "EvalConfig", "MetaConfig",
     "ModelConfig", "ParallelSpec", "Precision", "PrepareConfig", "ReportConfig", "RetrievalEvalSpec", "RunConfig",
     "Strict", "TrainConfig", "TransferConfig", "VariantPlan", "VocabConfig", "apply_override", "dump_config",
-    "format_errors", "load_config", "read_yaml", "validation_problems",
+    "YAML_ERRORS", "did_you_mean", "format_errors", "load_config", "read_yaml", "validation_problems", "yaml_error",
 ]

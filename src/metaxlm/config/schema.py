@@ -8,10 +8,12 @@ integer`). Override values are parsed as YAML scalars, so `vocab.size=8000`, `da
 
 from __future__ import annotations
 
+import difflib
 import re
 from functools import cached_property
 from pathlib import Path
-from typing import Any, Literal, NamedTuple
+from types import UnionType
+from typing import Annotated, Any, Literal, NamedTuple, Union, get_args, get_origin
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
@@ -29,7 +31,7 @@ from metaxlm.config.defaults import (
     AutocastPrecision,
     Precision,
 )
-from metaxlm.config.yaml import _YAML_ERRORS, _check_values, _yaml_problem, apply_override, read_yaml
+from metaxlm.config.yaml import _YAML_ERRORS, _check_values, apply_override, read_yaml, yaml_error
 from metaxlm.errors import ConfigError
 from metaxlm.languages import check_language
 from metaxlm.registry import load_plugins
@@ -404,7 +406,7 @@ class RunConfig(Strict):
         try:
             return ModelConfig.model_validate({**self.model.model_dump(), **override})
         except ValidationError as err:
-            raise ValueError("; ".join(validation_problems(err, f"variants.{variant}.model"))) from None
+            raise ValueError("; ".join(validation_problems(err, f"variants.{variant}.model", ModelConfig))) from None
 
     def start_models_evaluated(self) -> list[str]:
         """The variants whose start model `evaluate.models` names (`start_of:<variant>`): the pretrain stage exports
@@ -430,7 +432,7 @@ class RunConfig(Strict):
             merged = TrainConfig.model_validate({**self.train.model_dump(exclude={"batch_size"} if "batch_tokens" in
                                                                          override else set()), **override})
         except ValidationError as err:
-            raise ValueError("; ".join(validation_problems(err, f"variants.{variant}.train"))) from None
+            raise ValueError("; ".join(validation_problems(err, f"variants.{variant}.train", TrainConfig))) from None
         return self.scaled(merged)
 
     @property
@@ -478,22 +480,93 @@ class RunConfig(Strict):
 _INNER_KEY = re.compile(r"^([A-Za-z_]\w*(?:\.\w+|\[\d+\])*): (.+)$", re.DOTALL)
 
 
-def validation_problems(err: ValidationError, prefix: str = "") -> list[str]:
+def validation_problems(err: ValidationError, prefix: str = "", model: type[BaseModel] | None = None) -> list[str]:
     """One line per problem pydantic found, "key.sub: what" with the key under `prefix` (e.g. "variants.a.train"):
-    a misspelt key is "unknown key"; a whole-config check's message, which names its keys itself, stands alone.
+    a misspelt key is "unknown key", with the closest key valid there when `model` (the model validated) is given;
+    a whole-config check's message, which names its keys itself, stands alone.
     Every config section, objective and model option reports its errors this way."""
     lines = []
     for e in err.errors():
         key = ".".join([*([prefix] if prefix else []), *(str(p) for p in e["loc"] if not str(p).startswith("function-"))])
         msg = "unknown key" if e["type"] == "extra_forbidden" else e["msg"].removeprefix("Value error, ")
+        if e["type"] == "extra_forbidden" and model is not None:
+            msg += did_you_mean(str(e["loc"][-1]), valid_keys(model, e["loc"][:-1]))
         # a nested model's own check names the key inside it ("test.aer: ..."): joined to where the model is
         inner = _INNER_KEY.match(msg) if key and e["type"] == "value_error" else None
         lines.append(f"{key}.{inner[1]}: {inner[2]}" if inner else f"{key}: {msg}" if key else msg)
     return lines
 
 
-def format_errors(err: ValidationError, source: str) -> str:
-    return f"invalid config {source}:\n" + "\n".join(f"  {line}" for line in validation_problems(err))
+def did_you_mean(word: str, valid: list[str] | set[str]) -> str:
+    """" (did you mean X?)" for the valid name closest to a misspelt one (difflib), else "" """
+    close = difflib.get_close_matches(word, sorted(valid), n=1, cutoff=0.6)
+    return f" (did you mean {close[0]}?)" if close else ""
+
+
+def valid_keys(model: type[BaseModel], loc: tuple) -> set[str]:
+    """The keys `model` takes at `loc` (a pydantic error's location: field names, dict keys, list indices, and the
+    names pydantic gives union members, e.g. `CorpusSpec`), i.e. where an unknown key was found."""
+    types: list[Any] = [model]
+    for part in loc:
+        after = [t for kind in types for t in _inside(kind, part)]
+        # a union member's name (`CorpusSpec`, `dict[str,...]`, `function-after[...]`) keeps the types as they are
+        types = after + (types if isinstance(part, str) and ("[" in part or part[:1].isupper() or part in
+                                                              ("str", "int", "float", "bool")) else [])
+    return {name for kind in types for name in _fields(kind)}
+
+
+def _members(kind: Any) -> list[Any]:
+    """The types a (possibly Optional / Union / Annotated) annotation stands for."""
+    if get_origin(kind) in (Union, UnionType):
+        return [m for arg in get_args(kind) for m in _members(arg)]
+    if get_origin(kind) is Annotated:
+        return _members(get_args(kind)[0])
+    return [kind]
+
+
+def _fields(kind: Any) -> list[str]:
+    return [n for m in _members(kind) if isinstance(m, type) and issubclass(m, BaseModel) for n in m.model_fields]
+
+
+def _inside(kind: Any, part: Any) -> list[Any]:
+    """The annotations of what `part` names inside a value of type `kind`."""
+    out = []
+    for m in _members(kind):
+        if isinstance(m, type) and issubclass(m, BaseModel) and part in m.model_fields:
+            out.append(m.model_fields[part].annotation)
+        elif get_origin(m) is dict:
+            out.append(get_args(m)[1])
+        elif get_origin(m) in (list, tuple) and isinstance(part, int):
+            out.append(get_args(m)[0])
+    return out
+
+
+def format_errors(err: ValidationError, source: str, model: type[BaseModel] | None = None,
+                  overrides: list[str] | tuple[str, ...] = ()) -> str:
+    """The problems of a config as one message: one line for one problem, else a line each. A problem at or inside
+    a key that a command-line override set is the override's (`command-line override vocab.size=abc: ...`)."""
+    lines = []
+    for line in validation_problems(err, model=model):
+        key, _, what = line.partition(": ")
+        override = _override_of(key, what, overrides) if what else None
+        if override is None:
+            lines.append(line)
+        else:
+            inside = key != override.split("=", 1)[0].strip()  # a key inside the value set: named in full
+            lines.append(f"command-line override {override}: {f'{key}: ' if inside else ''}{what}")
+    if len(lines) == 1:
+        return lines[0] if lines[0].startswith("command-line override") else f"invalid config {source}: {lines[0]}"
+    return f"invalid config {source}:\n" + "\n".join(f"  {line}" for line in lines)
+
+
+def _override_of(key: str, problem: str, overrides: list[str] | tuple[str, ...]) -> str | None:
+    """The last override that set `key` or a section holding it, or made the unknown section `key`."""
+    for override in reversed(overrides):
+        set_key = override.split("=", 1)[0].strip()
+        if key == set_key or key.startswith(set_key + ".") or (problem.startswith("unknown key")
+                                                                and set_key.startswith(key + ".")):
+            return override
+    return None
 
 
 def load_config(path: str | Path | None, overrides: list[str] = (), model: type[Strict] = RunConfig) -> Strict:
@@ -514,7 +587,7 @@ def load_config(path: str | Path | None, overrides: list[str] = (), model: type[
         try:
             tree = read_yaml(text) or {}
         except _YAML_ERRORS as err:
-            raise ConfigError(f"{path}: not valid YAML: {_yaml_problem(err)}") from None
+            raise yaml_error(err, path) from None
         if not isinstance(tree, dict):
             raise ConfigError(f"{path}: top level must be a mapping of keys")
     for override in overrides:
@@ -526,7 +599,7 @@ def load_config(path: str | Path | None, overrides: list[str] = (), model: type[
     try:
         cfg = model.model_validate(tree)
     except ValidationError as err:
-        raise ConfigError(format_errors(err, source)) from None
+        raise ConfigError(format_errors(err, source, model, overrides)) from None
     except ValueError as err:  # raised by helper validators outside pydantic's wrapping
         raise ConfigError(f"invalid config {source}: {err}") from None
     # the config's own components (objectives, models, task types) register before any command looks them up

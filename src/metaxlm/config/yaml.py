@@ -45,10 +45,32 @@ def read_yaml(text: str) -> Any:
 _YAML_ERRORS = (yaml.YAMLError, ValueError, RecursionError)
 
 
-def _yaml_problem(err: Exception) -> str:
+def _yaml_problem(err: Exception, in_file: bool = True) -> str:
+    """What is wrong, in one line; PyYAML's own text spans lines and names the text `"<unicode string>"`. Where
+    (`in_file`) the caller names the line and column of the problem, the context says where it started; in a
+    one-line override value, the character of the problem."""
     if isinstance(err, RecursionError):
         return "nested too deeply"
-    return str(err).split("; use sys.set_int_max_str_digits")[0]  # advice for programmers, not for users
+    if isinstance(err, yaml.MarkedYAMLError) and err.problem:
+        problem, start = err.problem, err.context_mark
+        if in_file:
+            if err.context and start is not None:
+                problem += f" ({err.context} that starts at line {start.line + 1}, column {start.column + 1})"
+        else:
+            at = [err.context] if err.context else []
+            if err.problem_mark is not None:
+                at.append(f"at character {err.problem_mark.column + 1}")
+            problem += f" ({', '.join(at)})" if at else ""
+        return problem
+    return " ".join(str(err).split("; use sys.set_int_max_str_digits")[0].split())  # advice for programmers
+
+
+def yaml_error(err: Exception, source: str | Path) -> ConfigError:
+    """A YAML error of the file `source` as one line naming the file, and the line and column where PyYAML
+    noticed it (`my.yaml:3:5: not valid YAML: mapping values are not allowed here`)."""
+    mark = getattr(err, "problem_mark", None)
+    where = f"{source}:{mark.line + 1}:{mark.column + 1}" if mark is not None else str(source)
+    return ConfigError(f"{where}: not valid YAML: {_yaml_problem(err)}")
 
 
 # What YAML can express but no run config needs, and what would break saving the config with its run or using it.
@@ -94,20 +116,21 @@ def _check_values(tree: dict[str, Any]) -> None:
 def apply_override(tree: dict[str, Any], override: str) -> None:
     """Apply one `a.b.c=value` override to a nested dict (value parsed as a YAML scalar/flow)."""
     if "=" not in override:
-        raise ConfigError(f"override {override!r} is not of the form key.sub=value")
+        raise ConfigError(f"command-line override {override!r} is not of the form key.sub=value")
     key, raw = override.split("=", 1)
     parts = key.strip().split(".")
     if not all(parts):
-        raise ConfigError(f"override {override!r}: empty key part")
+        raise ConfigError(f"command-line override {override!r}: empty key part")
     try:
         value = read_yaml(raw) if raw.strip() else ""
     except _YAML_ERRORS as err:
-        raise ConfigError(f"override {key}: cannot parse value {raw!r}: {_yaml_problem(err)}") from None
+        raise ConfigError(f"command-line override {override}: cannot parse the value: "
+                          f"{_yaml_problem(err, in_file=False)}") from None
     node = tree
     for i, part in enumerate(parts[:-1]):
         child = node.setdefault(part, {})
         if not isinstance(child, dict):
-            raise ConfigError(f"override {key}: {'.'.join(parts[: i + 1])} is not a section")
+            raise ConfigError(f"command-line override {override}: {'.'.join(parts[: i + 1])} is not a section")
         node = child
     node[parts[-1]] = value
 

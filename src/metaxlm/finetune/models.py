@@ -7,6 +7,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from metaxlm.errors import MetaXLMError
+from metaxlm.models.archs.veco import VECO_SUBDIR
 from metaxlm.models.loading import (
     check_vocabulary_fits,
     load_model_config,
@@ -15,7 +16,19 @@ from metaxlm.models.loading import (
 )
 from metaxlm.vocab import load_tokenizer
 
-EXPORT_HINT = "export a metaxlm/VECO encoder as an encoder-decoder first: `metaxlm veco export --nlg`"
+
+def seq2seq_hint(model_dir: Path, model_type: str) -> str:
+    """What makes a translating model of the encoder in `model_dir`: `veco export --nlg` takes only a VECO model
+    (a VECO run's final/ keeps it in veco/); any encoder gets its encoder-decoder from fine-tuning a translation task
+    with a seq2seq assembly (TaskSpec.seq2seq: the encoder's weights in both halves, cross-attention new), which
+    also trains it to translate."""
+    finetune = (f"`metaxlm finetune translation_demo seq2seq.init={{init}} --model {model_dir} --out OUT "
+                f"--save-models` (then `metaxlm translate --model OUT/models/de-seed0`)")
+    if model_type == "veco" or (model_dir / VECO_SUBDIR / "config.json").exists():
+        return (f"a VECO model: export it as an encoder-decoder with `metaxlm veco export --model {model_dir} --nlg "
+                f"--out OUT`, or fine-tune it on translation: {finetune.format(init='veco')}")
+    return (f"an encoder ({model_type}): fine-tune it on a translation task, which assembles the encoder-decoder from "
+            f"it: {finetune.format(init='encoder')}")
 
 
 def load_finetune_tokenizer(model_dir: str | Path, tokenizer_dir: str | Path | None = None):
@@ -39,8 +52,8 @@ def load_seq2seq(model_dir: str | Path):
     with quiet_transformers():
         config = load_model_config(model_dir)
         if not getattr(config, "is_encoder_decoder", False):
-            raise MetaXLMError(f"{model_dir}: not a sequence-to-sequence model (model_type {config.model_type!r}, "
-                               f"no decoder), so it cannot translate; to {EXPORT_HINT}")
+            raise MetaXLMError(f"{model_dir}: not a sequence-to-sequence model (no decoder), so it cannot translate; "
+                               f"it is {seq2seq_hint(model_dir, config.model_type)}")
         try:
             model = load_pretrained(AutoModelForSeq2SeqLM, model_dir)
         except (OSError, ValueError) as err:
@@ -48,8 +61,9 @@ def load_seq2seq(model_dir: str | Path):
     missing = [key for key in ("decoder_start_token_id", "eos_token_id", "pad_token_id")
                if special_token(model, key) is None]
     if missing:
-        raise MetaXLMError(f"{model_dir}: the config sets no {', '.join(missing)} (generate() needs them); "
-                           f"to {EXPORT_HINT}, which sets them")
+        raise MetaXLMError(f"{model_dir}: the config sets no {', '.join(missing)} (generate() needs them); set "
+                           f"them in its config.json (`metaxlm veco export --nlg` and fine-tuning a translation task "
+                           f"with `seq2seq` set them)")
     return model.eval()
 
 

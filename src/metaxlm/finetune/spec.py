@@ -12,10 +12,9 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any, Literal
 
-import yaml
 from pydantic import Field, ValidationError, field_validator, model_validator
 
-from metaxlm.config import Strict, apply_override, format_errors, read_yaml
+from metaxlm.config import YAML_ERRORS, Strict, apply_override, format_errors, read_yaml, yaml_error
 from metaxlm.data.benchmarks import FORMATS
 from metaxlm.errors import ConfigError
 from metaxlm.finetune.hyperparameters import Hyperparameters
@@ -190,8 +189,8 @@ def load_task_spec(path_or_name: str | Path, overrides: dict[str, Any] | list[st
         tree = read_yaml(path.read_text(encoding="utf-8")) or {}
     except OSError as err:
         raise ConfigError(f"cannot read task config {path}: {err.strerror}") from None
-    except yaml.YAMLError as err:
-        raise ConfigError(f"{path}: not valid YAML: {err}") from None
+    except YAML_ERRORS as err:
+        raise yaml_error(err, path) from None
     if not isinstance(tree, dict):
         raise ConfigError(f"{path}: top level must be a mapping of keys")
     tree.setdefault("name", path.stem)
@@ -203,4 +202,5 @@ def load_task_spec(path_or_name: str | Path, overrides: dict[str, Any] | list[st
     try:
         return TaskSpec.model_validate(tree)
     except ValidationError as err:
-        raise ConfigError(format_errors(err, str(path))) from None
+        raise ConfigError(format_errors(err, str(path), TaskSpec, overrides if isinstance(overrides, list) else ()))\
+            from None

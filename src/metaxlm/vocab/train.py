@@ -7,6 +7,7 @@ with the same α as pretraining gives low-resource languages their share (XLM, X
 from __future__ import annotations
 
 import json
+import sys
 import tempfile
 from pathlib import Path
 
@@ -71,7 +72,23 @@ def train_vocab(corpora: dict[str, CorpusSpec], cfg: VocabConfig, out_dir: str |
         atomic_write_json(Path(tmp) / "vocab_stats.json", stats)
     if report.skipped:
         print(report.summary())
+    if stats["vocab_size"] < cfg.size:
+        print(f"metaxlm: warning: {short_vocabulary(stats, cfg.sample_sentences)}", file=sys.stderr, flush=True)
     return stats
+
+
+def short_vocabulary(stats: dict, sample_sentences: int) -> str:
+    """Why the trained vocabulary has fewer pieces than vocab.size asked for, and what to do, in one line:
+    sentencepiece trains with hard_vocab_limit off (a small corpus still gets a vocabulary), so it stops where the
+    sampled text has no more pieces to give."""
+    sizes, drawn = stats["corpus_sizes"], stats["sampled_texts"]
+    distinct = sum(min(drawn[lang], sizes[lang]) for lang in sizes)  # a text drawn twice brings no new piece
+    total = sum(sizes.values())
+    more = (f"raise vocab.sample_sentences (now {sample_sentences:,}; the corpora hold {total:,} texts), give more "
+            f"text" if distinct < total else "give more text")
+    return (f"vocabulary: {stats['vocab_size']:,} pieces, fewer than vocab.size={stats['requested_size']:,}: "
+            f"sentencepiece found no more in the {distinct:,} distinct texts sampled (it takes what the text supports, "
+            f"hard_vocab_limit off); {more}, or set vocab.size={stats['vocab_size']:,} or less")
 
 
 def read_vocab_stats(tokenizer_dir: str | Path) -> dict:

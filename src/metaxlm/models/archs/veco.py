@@ -383,7 +383,7 @@ class Veco(ModelArch):
             return VecoOptions.model_validate(getattr(cfg, "options", None) or {})
         except ValidationError as err:
             raise ConfigError("invalid model options for model.arch veco:\n" + "\n".join(
-                f"  {line}" for line in validation_problems(err, "model.options"))) from None
+                f"  {line}" for line in validation_problems(err, "model.options", VecoOptions))) from None
 
     def build(self, cfg, tokenizer, seed: int = 0) -> nn.Module:
         options = self.options(cfg)

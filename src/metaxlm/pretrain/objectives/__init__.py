@@ -40,7 +40,7 @@ def parse_objectives(spec: dict, where: str = "train.objectives") -> dict[str, O
             out[name] = cls.Options.model_validate(raw)
         except ValidationError as err:
             raise ConfigError("invalid objective options:\n" + "\n".join(
-                f"  {line}" for line in validation_problems(err, f"{where}.{name}"))) from None
+                f"  {line}" for line in validation_problems(err, f"{where}.{name}", cls.Options))) from None
     return out
 
 
