@@ -143,6 +143,11 @@ def test_panx_ner_tags(hub):
                                                   "ner_tags": [[1, 2, 0, 5]], "langs": [["de"] * 4]}, features)
     [example] = load_examples("panx", "hub:google/xtreme:PAN-X.de", lang="de", split="test")
     assert example == TaggingExample("0", ("Angela", "Merkel", "in", "Berlin"), ("B-PER", "I-PER", "O", "B-LOC"))
+    # placeholder tags (every word "O", as xtreme's builder writes for a word without a tag) are no labels
+    hub.add("unimelb-nlp/wikiann", "fr", "test", {"tokens": [["Un", "chat"]], "ner_tags": [[0, 0]],
+                                                  "langs": [["fr", "fr"]]}, features)
+    with pytest.raises(DataError, match=r"no word of any sentence has an entity tag \(unlabelled"):
+        load_examples("panx", "hub:unimelb-nlp/wikiann:fr", lang="fr", split="test")
 
 
 QA_FEATURES = {"id": Value("string"), "context": Value("string"), "question": Value("string"),

@@ -15,6 +15,7 @@ reference.
 
 from __future__ import annotations
 
+import warnings
 from collections.abc import Callable
 from typing import Any, NamedTuple
 
@@ -221,10 +222,15 @@ def _udpos(dataset, where: str, **_) -> list[TaggingExample]:
 
 @register_hub_converter("panx")
 def _panx(dataset, where: str, **_) -> list[TaggingExample]:
-    """google/xtreme's PAN-X.<lang> or unimelb-nlp/wikiann (config: the language): tokens (the "lang:" prefix
-    already removed), ner_tags (ClassLabel O, B-PER, I-PER, B-ORG, I-ORG, B-LOC, I-LOC)."""
-    return _tagging(dataset, where, _column(dataset, where, "tokens"), _column(dataset, where, "ner_tags"),
-                    lambda item, k: True, lambda tag: bool(BIO_TAG.fullmatch(tag)), "O, B-TYPE or I-TYPE")
+    """unimelb-nlp/wikiann or google/xtreme's PAN-X.<lang> (config: the language): tokens (the "lang:" prefix
+    already removed), ner_tags (ClassLabel O, B-PER, I-PER, B-ORG, I-ORG, B-LOC, I-LOC). xtreme's builder wrote "O"
+    for a word without a tag (XTREME's own test files have none): a split without a single entity is taken as
+    unlabelled, not scored."""
+    examples = _tagging(dataset, where, _column(dataset, where, "tokens"), _column(dataset, where, "ner_tags"),
+                        lambda item, k: True, lambda tag: bool(BIO_TAG.fullmatch(tag)), "O, B-TYPE or I-TYPE")
+    if all(tag == "O" for example in examples for tag in example.tags):
+        raise DataError(where, None, f"no word of any sentence has an entity tag ({UNLABELLED})")
+    return examples
 
 
 # --- extractive QA ----------------------------------------------------------------------------------------------
@@ -250,6 +256,9 @@ def _squad(dataset, where: str, *, split: str = "test", **_) -> list[QAExample]:
                                   item.get("title") or ""))
     if not examples:
         raise DataError(where, None, "no questions")
+    if relocated:
+        warnings.warn(f"{where}: moved {len(relocated)} answer start(s) to where the answer text is, e.g. "
+                      f"{relocated[0]}", stacklevel=3)
     return examples
 
 
