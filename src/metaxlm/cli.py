@@ -172,13 +172,12 @@ def cmd_finetune(args) -> None:
     from metaxlm.finetune.scenarios import run_task
     from metaxlm.finetune.spec import load_task_spec
     from metaxlm.finetune.tasks import get_task
-    from metaxlm.languages import LANGUAGES
+    from metaxlm.languages import check_language
     from metaxlm.records import RESULTS_FILE, write_results
 
     spec = load_task_spec(args.task, args.overrides)
     for code in args.languages or ():
-        if code not in LANGUAGES:
-            raise ConfigError(f"--languages: unknown language code {code!r}")
+        check_language(code, "--languages")
         if code not in spec.languages:
             raise ConfigError(f"--languages: task {spec.name} has no data for {code!r} (its languages: "
                               f"{', '.join(spec.languages)})")

@@ -7,7 +7,7 @@ from collections.abc import Iterable
 from pathlib import Path
 
 from metaxlm.data.readers import read_freedict
-from metaxlm.languages import NON_LATIN_SCRIPTS, UNSPACED
+from metaxlm.languages import is_unspaced, own_scripts
 
 # bundle language -> FreeDict ISO 639-3 code (package dict-freedict-eng-<code>)
 FREEDICT_LANGS = {"de": "deu", "fr": "fra", "es": "spa", "tr": "tur", "el": "ell", "hi": "hin", "ja": "jpn"}
@@ -34,7 +34,7 @@ def keep_pair(english: str, foreign: str, lang: str) -> bool:
         return False
     if "\t" in foreign or not any(c.isalpha() for c in foreign):
         return False
-    return not (lang in NON_LATIN_SCRIPTS and foreign.isascii())  # ASCII only: a stray English gloss
+    return not (own_scripts(lang) and foreign.isascii())  # ASCII only: a stray English gloss
 
 
 def dictionary_pairs(entries: Iterable[tuple[str, list[str]]], lang: str, en_vocab: set[str],
@@ -50,7 +50,7 @@ def dictionary_pairs(entries: Iterable[tuple[str, list[str]]], lang: str, en_voc
                 continue
             in_en = english.casefold() in en_vocab
             # (text without spaces has no word list to look a translation up in)
-            in_xx = (lang not in UNSPACED and bool(words := _WORD.findall(foreign.casefold()))
+            in_xx = (not is_unspaced(lang) and bool(words := _WORD.findall(foreign.casefold()))
                      and all(w in xx_vocab for w in words))
             if in_en or in_xx:
                 pairs.add((english, foreign))

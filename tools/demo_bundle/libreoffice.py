@@ -16,7 +16,7 @@ from dataclasses import dataclass, field
 from html.parser import HTMLParser
 from pathlib import Path
 
-from metaxlm.languages import NON_LATIN_SCRIPTS
+from metaxlm.languages import own_scripts
 
 # Inline span classes kept as labels for the span task (translators keep these in every language).
 SPAN_LABELS = ("menuitem", "keycode", "input", "literal", "emph")
@@ -216,7 +216,7 @@ def is_translated(en: str, xx: str, lang: str) -> bool:
     """False when the target is (nearly) the English text left untranslated."""
     if en == xx:
         return False
-    if lang in NON_LATIN_SCRIPTS:  # a "translation" with few non-ASCII letters was left in English
+    if own_scripts(lang):  # a "translation" with few non-ASCII letters was left in English
         letters = _letters(xx)
         non_ascii = sum(1 for c in letters if ord(c) > 127)
         return bool(letters) and non_ascii >= max(2, 0.3 * len(letters))

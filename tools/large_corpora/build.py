@@ -17,7 +17,7 @@ from pathlib import Path
 
 from tqdm import tqdm
 
-from metaxlm.languages import UNSPACED, check_language
+from metaxlm.languages import check_language, is_unspaced
 from tools.demo_bundle.build import LANGS as DEMO_LANGUAGES
 from tools.fetch import FetchError, Package, fetch_deb
 from tools.large_corpora.catalogues import gettext_pairs
@@ -214,7 +214,7 @@ def _copyright_file(package: Package, fetcher: _Fetcher) -> Path | None:
 
 def _counts_dict(counts: Counts, lang: str) -> dict:
     out = {"lines": counts.lines, "words": counts.words, "bytes": counts.bytes}
-    if lang in UNSPACED:
+    if is_unspaced(lang):
         out["chars"] = counts.chars
     return out
 

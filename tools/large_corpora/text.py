@@ -7,14 +7,23 @@ import hashlib
 import re
 import unicodedata
 from collections.abc import Iterable, Iterator
+from functools import cache
 
-from metaxlm.languages import LEGACY_ENCODINGS, NON_LATIN_SCRIPTS, SCRIPT_CHARACTERS, UNSPACED
+from metaxlm.languages import LEGACY_ENCODINGS, SCRIPT_CHARACTERS, is_unspaced, own_scripts
 
-# A line is untranslated when few of its letters are in its language's own script.
-_SCRIPT_RE = {lang: re.compile("[" + "".join(SCRIPT_CHARACTERS[s] for s in scripts) + "]")
-              for lang, scripts in NON_LATIN_SCRIPTS.items()}
-# Languages whose scripts (hanzi, kana, hangul) carry a sentence in few characters: a shorter minimum line.
-_DENSE_LANGS = frozenset(lang for lang, scripts in NON_LATIN_SCRIPTS.items() if {"han", "hangul"} & set(scripts))
+
+@cache
+def _script_re(lang: str) -> re.Pattern | None:
+    """The letters of `lang`'s own script (None for the Latin alphabet): a line is untranslated when few of its
+    letters are in it."""
+    scripts = own_scripts(lang)
+    return re.compile("[" + "".join(SCRIPT_CHARACTERS[s] for s in scripts) + "]") if scripts else None
+
+
+def _dense(lang: str) -> bool:
+    """Do `lang`'s scripts (hanzi, kana, hangul) carry a sentence in few characters (a shorter minimum line)?"""
+    return bool({"han", "hangul"} & set(own_scripts(lang)))
+
 
 MIN_SCRIPT_SHARE = 0.3
 _MIN_LETTER_SHARE = 0.5
@@ -34,7 +43,7 @@ def normalize_line(text: str) -> str:
 
 def script_share(text: str, lang: str) -> float | None:
     """Share of `text`'s letters in `lang`'s own script, or None for Latin-script languages."""
-    pattern = _SCRIPT_RE.get(lang)
+    pattern = _script_re(lang)
     if pattern is None:
         return None
     letters = sum(ch.isalpha() for ch in text)
@@ -61,9 +70,9 @@ def keep_line(text: str, lang: str) -> bool:
     Untranslated English left in a translation is dropped: by script share for languages with their
     own script, by English function words for the other (Latin-script) languages.
     """
-    if len(text) < (6 if lang in _DENSE_LANGS else 16) or len(text) > _MAX_LINE_CHARS:
+    if len(text) < (6 if _dense(lang) else 16) or len(text) > _MAX_LINE_CHARS:
         return False
-    if lang not in _DENSE_LANGS and text.startswith("-") and len(text.split()) <= 3:
+    if not _dense(lang) and text.startswith("-") and len(text.split()) <= 3:
         # an option tag like "-S, --skel=FILE" (in zh/ja "-q 静默" is a tag and its description)
         return False
     non_space = len(text) - text.count(" ")
@@ -78,7 +87,7 @@ def keep_line(text: str, lang: str) -> bool:
 def word_count(text: str, lang: str) -> int:
     """Whitespace tokens; for languages written without spaces (zh, ja...) non-space characters / 2, a rough
     word proxy."""
-    if lang in UNSPACED:
+    if is_unspaced(lang):
         return (len(text) - text.count(" ")) // 2
     return len(text.split())
 

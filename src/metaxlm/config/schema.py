@@ -33,7 +33,7 @@ from metaxlm.config.defaults import (
 )
 from metaxlm.config.yaml import _YAML_ERRORS, _check_values, apply_override, read_yaml, yaml_error
 from metaxlm.errors import ConfigError
-from metaxlm.languages import check_language
+from metaxlm.languages import check_language, split_pair
 from metaxlm.registry import load_plugins
 
 
@@ -110,11 +110,7 @@ class DataConfig(Strict):
             }
         out = {}
         for pair, spec in self.parallel.items():
-            parts = pair.split("-")
-            if len(parts) != 2:
-                raise ValueError(f"data.parallel: key {pair!r} is not of the form src-tgt")
-            for lang in parts:
-                check_language(lang, f"data.parallel.{pair}")
+            split_pair(pair, "data.parallel")  # en-de, en-zh-Hant
             out[pair] = ParallelSpec(path=spec) if isinstance(spec, str) else spec
         return out
 

@@ -8,7 +8,7 @@ from pathlib import Path
 from metaxlm.config import DataConfig
 from metaxlm.data.corpus import count_pairs, count_texts
 from metaxlm.data.sampling import sampling_probs
-from metaxlm.languages import LANGUAGES
+from metaxlm.languages import language_name, split_pair
 
 
 def corpus_stats(data: DataConfig, prepared_dir: str | Path | None = None) -> dict:
@@ -40,13 +40,16 @@ def format_stats(stats: dict) -> str:
         rows = stats.get(kind) or {}
         if not rows:
             continue
+        names = {key: language_name(split_pair(key)[1] if kind == "parallel" else key) for key in rows}
+        # the columns fit the longest code (en-zh-Hant) and name (Chinese (Traditional))
+        key_w, name_w = max(8, *(len(k) + 1 for k in rows)), max(12, *(len(n) + 1 for n in names.values()))
         lines.append(f"{title} corpora (alpha={stats['alpha']}):")
-        lines.append(f"  {'lang':<8}{'name':<12}{'examples':>10}{'tokens':>12}{'share':>8}{'p_alpha':>9}")
+        lines.append(f"  {'lang':<{key_w}}{'name':<{name_w}}{'examples':>10}{'tokens':>12}{'share':>8}{'p_alpha':>9}")
         for key, r in rows.items():
-            name = LANGUAGES.get(key.split("-")[-1], "")
             tokens = f"{r['tokens']:,}" if r["tokens"] is not None else "-"
-            lines.append(f"  {key:<8}{name:<12}{r['examples']:>10,}{tokens:>12}{r['share']:>8.3f}{r['p_alpha']:>9.3f}")
+            lines.append(f"  {key:<{key_w}}{names[key]:<{name_w}}{r['examples']:>10,}{tokens:>12}{r['share']:>8.3f}"
+                         f"{r['p_alpha']:>9.3f}")
         total_ex = sum(r["examples"] for r in rows.values())
         total_tok = sum(r["tokens"] or 0 for r in rows.values())
-        lines.append(f"  {'total':<20}{total_ex:>10,}{total_tok:>12,}")
+        lines.append(f"  {'total':<{key_w + name_w}}{total_ex:>10,}{total_tok:>12,}")
     return "\n".join(lines)

@@ -224,10 +224,10 @@ def retrieval_pairs(spec: RetrievalEvalSpec, lang: str, pivot: str) -> tuple[lis
     """(foreign sentences, pivot sentences), line i of one the translation of line i of the other."""
     from metaxlm.data.benchmarks import load_examples
     from metaxlm.data.readers import read_parallel
-    from metaxlm.languages import TATOEBA, code_in
+    from metaxlm.languages import tatoeba_code
 
     if spec.format == "tatoeba":
-        iso = code_in(TATOEBA, lang, "Tatoeba")
+        iso = tatoeba_code(lang)
         src, tgt = load_examples("tatoeba", Path(spec.path) / f"tatoeba.{iso}-eng.{iso}")
     else:
         pairs = list(read_parallel(spec.path.format(lang=lang)))

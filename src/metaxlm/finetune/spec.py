@@ -19,7 +19,7 @@ from metaxlm.data.benchmarks import FORMATS
 from metaxlm.errors import ConfigError
 from metaxlm.finetune.hyperparameters import Hyperparameters
 from metaxlm.finetune.tasks import TASKS
-from metaxlm.languages import FLORES, check_language
+from metaxlm.languages import check_language, flores_code
 
 TASK_CONFIG_DIR = Path(__file__).resolve().parents[3] / "configs" / "tasks"
 
@@ -159,7 +159,8 @@ class TaskSpec(Strict):
         if isinstance(template, dict):
             return Path(template[lang]) if lang in template else None
         # `{side}` (file pairs of translation tasks) is left for the loader, which fills in each side's language
-        return Path(template.format(lang=lang, flores=FLORES.get(lang, lang), side="{side}"))
+        flores = flores_code(lang) if "{flores}" in template else None  # only a template that names it needs it
+        return Path(template.format(lang=lang, flores=flores, side="{side}"))
 
 
 def _find_task_file(path_or_name: str | Path) -> Path:
