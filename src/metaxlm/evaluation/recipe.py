@@ -35,6 +35,7 @@ from metaxlm.io import atomic_write_text, disk_full_guard
 from metaxlm.models.archs.veco import VECO_SUBDIR
 from metaxlm.models.named import model_dir
 from metaxlm.records import RESULTS_FILE, json_text, write_results
+from metaxlm.roots import expand_roots
 from metaxlm.run import code as run_code
 from metaxlm.run.clock import RunClock
 from metaxlm.run.layout import RunDir
@@ -194,19 +195,27 @@ def _cached(path: Path, fingerprint: str, compute, *args, **kwargs) -> dict:
     and commit it was made by, and a task entry with runs of other code than this evaluation's says which in its
     note (metaxlm.finetune.scenarios). To recompute anyway, delete the part (or the run's record)."""
     code = run_code.code_fingerprint(*PART_CODE)
-    if path.exists():
-        stored = json.loads(path.read_text())
-        if stored.get("fingerprint") == fingerprint:
-            if stored.get("code") == code:
-                return stored["result"]
-            print(f"evaluate: {path.name} was computed by other code (code {stored.get('code') or 'not recorded'}, "
-                  f"now {code}): computing it again", flush=True)
+    stored, reusable = _stored_part(path, fingerprint, code)
+    if reusable:
+        return stored["result"]
+    if stored is not None and stored.get("fingerprint") == fingerprint:
+        print(f"evaluate: {path.name} was computed by other code (code {stored.get('code') or 'not recorded'}, "
+              f"now {code}): computing it again", flush=True)
     start = time.perf_counter()
     result = compute(*args, **kwargs)
     with _writing_results(path):
         atomic_write_text(path, json_text({"fingerprint": fingerprint, "code": code,  # items' rows one line each
                                            "seconds": round(time.perf_counter() - start, 1), "result": result}))
     return result
+
+
+def _stored_part(path: Path, fingerprint: str, code: str) -> tuple[dict | None, bool]:
+    """(the part stored at `path`, None if none; whether `_cached` reuses it: computed from these settings by this
+    code)."""
+    if not path.exists():
+        return None, False
+    stored = json.loads(path.read_text())
+    return stored, stored.get("fingerprint") == fingerprint and stored.get("code") == code
 
 
 def _writing_results(path: Path):
@@ -223,14 +232,18 @@ def _writing_results(path: Path):
 def retrieval_pairs(spec: RetrievalEvalSpec, lang: str, pivot: str) -> tuple[list[str], list[str]]:
     """(foreign sentences, pivot sentences), line i of one the translation of line i of the other."""
     from metaxlm.data.benchmarks import load_examples
+    from metaxlm.data.hub import is_hub
     from metaxlm.data.readers import read_parallel
     from metaxlm.languages import tatoeba_code
 
+    path = expand_roots(spec.path)
     if spec.format == "tatoeba":
         iso = tatoeba_code(lang)
-        src, tgt = load_examples("tatoeba", Path(spec.path) / f"tatoeba.{iso}-eng.{iso}")
+        # a folder of Tatoeba's files, or a hub: dataset whose {lang} is the Tatoeba (ISO 639-3) code
+        src, tgt = load_examples("tatoeba", path.format(lang=iso) if is_hub(path) else
+                                 Path(path) / f"tatoeba.{iso}-eng.{iso}", lang=iso)
     else:
-        pairs = list(read_parallel(spec.path.format(lang=lang)))
+        pairs = list(read_parallel(path.format(lang=lang)))
         tgt, src = [p[0] for p in pairs], [p[1] for p in pairs]  # file: pivot<TAB>foreign
     if spec.max_pairs:
         src, tgt = src[: spec.max_pairs], tgt[: spec.max_pairs]
@@ -266,8 +279,8 @@ def evaluate_alignment(model, tokenizer, spec: AlignmentEvalSpec, ecfg: EvalConf
     from metaxlm.data.benchmarks import load_alignment
     from metaxlm.features.alignment import alignment_dev_test
 
-    aset = load_alignment(spec.src, spec.tgt, spec.gold, fmt=spec.format, src_base=spec.word_base,
-                          sid_base=spec.sid_base)
+    aset = load_alignment(expand_roots(spec.src), expand_roots(spec.tgt), expand_roots(spec.gold), fmt=spec.format,
+                          src_base=spec.word_base, sid_base=spec.sid_base)
     if spec.max_pairs:
         aset = aset.subset(range(min(spec.max_pairs, len(aset))))
     settings = spec.aligner_settings() if spec.method == "ot" else {}
@@ -356,6 +369,49 @@ def plan_tasks(cfg: RunConfig, target: ModelToEvaluate) -> list[TaskRun]:
     return plan
 
 
+# What each stored part is keyed by (its fingerprint is made of these): evaluate_model stores and reuses parts by
+# them, stored_parts says ahead which would be reused (`metaxlm plan`).
+def _task_part_key(task: TaskRun, languages: list[str], task_key: str) -> dict:
+    return {"spec": task.spec.model_dump(mode="json"), "scenario": task.scenario, "seeds": task.seeds,
+            "languages": languages, "model": task_key}
+
+
+def _matrix_part_key(task_part_key: dict, task: TaskRun) -> dict:
+    return {**task_part_key, "scenario": "transfer_matrix", "seeds": task.matrix_seeds}
+
+
+def _retrieval_part_key(cfg: RunConfig, spec: RetrievalEvalSpec, model_key: str) -> dict:
+    # the probes' precision changes their numbers (bf16 or fp32 encoder passes), the pivot their pairs
+    return {"spec": spec.model_dump(mode="json"), "layers": cfg.evaluate.layers, "languages": cfg.data.languages,
+            "model": model_key, "precision": cfg.evaluate.precision, "pivot": cfg.data.pivot}
+
+
+def _alignment_part_key(cfg: RunConfig, spec: AlignmentEvalSpec, model_key: str) -> dict:
+    return {"spec": spec.model_dump(mode="json"), "layers": cfg.evaluate.layers, "model": model_key,
+            "precision": cfg.evaluate.precision}
+
+
+def stored_parts(cfg: RunConfig, target: ModelToEvaluate) -> dict[str, bool]:
+    """Each part of `target`'s evaluation (its file name under parts/) and whether evaluate_model would reuse the
+    stored one (`_cached`'s test: the same settings, model files and code) instead of computing it. Reads the
+    model's files (their fingerprint), computes nothing."""
+    parts = eval_dir(cfg) / target.name / "parts"
+    code = run_code.code_fingerprint(*PART_CODE)
+    model_key = model_fingerprint(target.model_dir, target.tokenizer_dir)
+    keys: dict[str, dict] = {}
+    for task in plan_tasks(cfg, target):
+        key = _task_part_key(task, cfg.data.languages,
+                             task_model_fingerprint(task.spec, target.model_dir, target.tokenizer_dir, model_key))
+        keys[f"task-{task.name}.json"] = key
+        if task.matrix_seeds is not None:
+            keys[f"matrix-{task.name}.json"] = _matrix_part_key(key, task)
+    keys.update({f"retrieval-{name}.json": _retrieval_part_key(cfg, spec, model_key)
+                 for name, spec in cfg.evaluate.retrieval.items()})
+    keys.update({f"alignment-{name}.json": _alignment_part_key(cfg, spec, model_key)
+                 for name, spec in cfg.evaluate.alignment.items()})
+    return {file: _stored_part(parts / file, _fingerprint(key), code)[1] for file, key in keys.items()}
+
+
 def evaluate_model(cfg: RunConfig, target: ModelToEvaluate, *, progress: bool = True) -> dict:
     from metaxlm.features.layers import load_encoder
     from metaxlm.finetune.scenarios import run_task
@@ -373,8 +429,7 @@ def evaluate_model(cfg: RunConfig, target: ModelToEvaluate, *, progress: bool = 
         print(f"evaluate {target.name}: task {name} ({scenario})", flush=True)
         # keyed by the model files this task reads (for most tasks: model_key)
         task_key = task_model_fingerprint(spec, target.model_dir, target.tokenizer_dir, model_key)
-        key = {"spec": spec.model_dump(mode="json"), "scenario": scenario, "seeds": task.seeds,
-               "languages": languages, "model": task_key}
+        key = _task_part_key(task, languages, task_key)
         # each finished (language, seed) run is kept too: an interrupted task resumes after its last one
         run_key = run_fingerprint(spec, scenario, model_key=task_key)
         archive = None if ecfg.finished_runs is None else Path(ecfg.finished_runs) / target.name / name
@@ -384,24 +439,20 @@ def evaluate_model(cfg: RunConfig, target: ModelToEvaluate, *, progress: bool = 
             seeds=task.seeds, **common)
         if task.matrix_seeds is not None:
             results.setdefault("transfer_matrix", {})[name] = _cached(
-                parts / f"matrix-{name}.json", _fingerprint({**key, "scenario": "transfer_matrix",
-                                                             "seeds": task.matrix_seeds}),
+                parts / f"matrix-{name}.json", _fingerprint(_matrix_part_key(key, task)),
                 run_task, spec, target.model_dir, out / "finetune" / f"{name}-matrix", scenario="transfer_matrix",
                 seeds=task.matrix_seeds, **common)
     if ecfg.retrieval or ecfg.alignment:
         model, tokenizer = load_encoder(target.model_dir, target.tokenizer_dir)
         for name, spec in ecfg.retrieval.items():
             print(f"evaluate {target.name}: retrieval {name}", flush=True)
-            # the probes' precision changes their numbers (bf16 or fp32 encoder passes), the pivot their pairs
-            key = {"spec": spec.model_dump(mode="json"), "layers": ecfg.layers, "languages": languages,
-                   "model": model_key, "precision": ecfg.precision, "pivot": cfg.data.pivot}
+            key = _retrieval_part_key(cfg, spec, model_key)
             results.setdefault("retrieval", {})[name] = _cached(
                 parts / f"retrieval-{name}.json", _fingerprint(key), evaluate_retrieval, model, tokenizer, spec,
                 languages, cfg.data.pivot, ecfg, progress)
         for name, spec in ecfg.alignment.items():
             print(f"evaluate {target.name}: word alignment {name}", flush=True)
-            key = {"spec": spec.model_dump(mode="json"), "layers": ecfg.layers, "model": model_key,
-                   "precision": ecfg.precision}
+            key = _alignment_part_key(cfg, spec, model_key)
             try:
                 results.setdefault("alignment", {})[name] = _cached(
                     parts / f"alignment-{name}.json", _fingerprint(key), evaluate_alignment, model, tokenizer,

@@ -1,8 +1,10 @@
 """A fine-tuning task's settings: which data, which head, which metric, which hyperparameters.
 
-`configs/tasks/<name>.yaml` holds each task's defaults; a run config overrides any field
-(`evaluate.tasks.<name>: {task: <yaml name>, max_train_items: 500}`) and so does the CLI (`key=value`).
-Path templates fill in `{lang}` (the run's language code) and `{flores}` (its FLORES-200 code, as
+`configs/tasks/<name>.yaml` (shipped in the package: metaxlm/configs/tasks) holds each task's defaults; a run
+config overrides any field (`evaluate.tasks.<name>: {task: <yaml name>, max_train_items: 500}`) and so does the CLI
+(`key=value`).
+Path templates fill in the named roots (`{data}`: the benchmark data, metaxlm.roots), then `{lang}` (the run's
+language code) and `{flores}` (its FLORES-200 code, as
 SIB-200 names its folders); a mapping gives one path per language instead, for benchmarks whose files
 are named irregularly (UD treebanks). Relative paths are relative to the working directory, as in run configs.
 """
@@ -20,8 +22,10 @@ from metaxlm.errors import ConfigError
 from metaxlm.finetune.hyperparameters import Hyperparameters
 from metaxlm.finetune.tasks import TASKS
 from metaxlm.languages import check_language, flores_code
+from metaxlm.packaged import KIND_DIRS, find_config
+from metaxlm.roots import expand_roots
 
-TASK_CONFIG_DIR = Path(__file__).resolve().parents[3] / "configs" / "tasks"
+TASK_CONFIG_DIR = KIND_DIRS["task"]  # the packaged task definitions (metaxlm/configs/tasks)
 
 PathTemplate = str | dict[str, str] | None
 
@@ -156,22 +160,13 @@ class TaskSpec(Strict):
         template = getattr(self, which)
         if template is None:
             return None
+        # the named roots ({data}: the benchmark data) first, then the language's codes
         if isinstance(template, dict):
-            return Path(template[lang]) if lang in template else None
+            return Path(expand_roots(template[lang])) if lang in template else None
         # `{side}` (file pairs of translation tasks) is left for the loader, which fills in each side's language
+        template = expand_roots(template)
         flores = flores_code(lang) if "{flores}" in template else None  # only a template that names it needs it
         return Path(template.format(lang=lang, flores=flores, side="{side}"))
-
-
-def _find_task_file(path_or_name: str | Path) -> Path:
-    path = Path(path_or_name)
-    if path.suffix in (".yaml", ".yml") or path.exists():
-        return path
-    for root in (Path.cwd() / "configs" / "tasks", TASK_CONFIG_DIR):
-        if (root / f"{path_or_name}.yaml").exists():
-            return root / f"{path_or_name}.yaml"
-    known = sorted(p.stem for p in TASK_CONFIG_DIR.glob("*.yaml"))
-    raise ConfigError(f"no task config {path_or_name!r} (known in {TASK_CONFIG_DIR}: {', '.join(known)})")
 
 
 def _deep_merge(base: dict[str, Any], extra: dict[str, Any]) -> dict[str, Any]:
@@ -183,9 +178,10 @@ def _deep_merge(base: dict[str, Any], extra: dict[str, Any]) -> dict[str, Any]:
 
 
 def load_task_spec(path_or_name: str | Path, overrides: dict[str, Any] | list[str] | None = None) -> TaskSpec:
-    """Read a task YAML (a path, or a name under configs/tasks/) and apply overrides: a mapping (from a run
-    config's `evaluate.tasks` entry; its `task` key names the YAML and is dropped) or `key.sub=value` strings."""
-    path = _find_task_file(path_or_name)
+    """Read a task YAML (a file, or the name of a packaged task: metaxlm.packaged) and apply overrides: a mapping
+    (from a run config's `evaluate.tasks` entry; its `task` key names the YAML and is dropped) or `key.sub=value`
+    strings."""
+    path = find_config(path_or_name, kind="task")
     try:
         tree = read_yaml(path.read_text(encoding="utf-8")) or {}
     except OSError as err:
