@@ -421,6 +421,10 @@ def build_parser() -> argparse.ArgumentParser:
 
     register_models(sub)
 
+    from metaxlm.cli_plan import register as register_plan
+
+    register_plan(sub, _add_config_args, _load)
+
     vocab = sub.add_parser("vocab", help="shared vocabulary: train, trim")
     vsub = vocab.add_subparsers(dest="vocab_command", required=True)
     p = vsub.add_parser("train", help="train (or load, with vocab.mode=load) the shared vocabulary of a config")

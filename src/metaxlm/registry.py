@@ -6,12 +6,14 @@ from __future__ import annotations
 
 import importlib
 import pkgutil
+import re
 from collections.abc import Callable
 from typing import Generic, TypeVar
 
 from metaxlm.errors import ConfigError
 
 T = TypeVar("T")
+DESCRIPTION_WIDTH = 100  # characters of a one-line description (`metaxlm list`)
 
 
 class Registry(Generic[T]):
@@ -53,6 +55,19 @@ class Registry(Generic[T]):
     def names(self) -> list[str]:
         self._import_package()
         return sorted(self._entries)
+
+    def description(self, name: str) -> str:
+        """What `name` is, in one sentence (`metaxlm list`): the first sentence of its class's own docstring, else of
+        its module's (a class inherits no docstring: a subclass without one is described by its module)."""
+        import sys
+
+        cls = self.get(name)
+        text = cls.__dict__.get("__doc__") or getattr(sys.modules.get(cls.__module__), "__doc__", None) or ""
+        paragraph = " ".join(text.strip().split("\n\n")[0].split())
+        paragraph = re.sub(r"^`[^`]+`:\s*", "", paragraph)  # "`model.arch: bert`: a BERT encoder ..."
+        sentence = re.split(r"(?<=\.)\s+(?=[A-Z`(])", paragraph, maxsplit=1)[0].rstrip(".")
+        return sentence if len(sentence) <= DESCRIPTION_WIDTH else \
+            sentence[:DESCRIPTION_WIDTH].rsplit(" ", 1)[0].rstrip(",;:") + " ..."
 
     def __contains__(self, name: str) -> bool:
         self._import_package()

@@ -382,6 +382,29 @@ def run_precision(output_dir: str | Path) -> PrecisionChoice:
     return choice
 
 
+def foreseen_run_precision(output_dir: str | Path) -> PrecisionChoice | None:
+    """What `run_precision` would decide for the run in `output_dir`, found without measuring anything (for a plan):
+    the decision the run recorded, else $METAXLM_PRECISION_AUTO's, the GPU's, or this CPU's cached measurement;
+    None when the run would measure it at its start."""
+    from metaxlm.run.info import read_run_precision
+
+    device_type = compute_device().type
+    recorded = read_run_precision(output_dir)
+    if recorded is not None and recorded.get("device", device_type) == device_type:
+        return PrecisionChoice(recorded["auto"], "auto", device_type, f"decided by this run on "
+                               f"{recorded.get('decided', '?')}: {recorded.get('reason', '')}", source="run")
+    if device_type in _decided:
+        return _decided[device_type]
+    if device_type != "cpu" or _given_auto() is not None:  # decided without a measurement
+        return _decide_auto(device_type, measure=None, cache_file=None)
+    found = _read_cache(_cache_file(), _cache_key(torch.get_num_threads()))
+    if found is None:
+        return None
+    precision, why = choose_from_rates(found[0])
+    return PrecisionChoice(precision, "auto", "cpu", f"{why} on {cpu_model()}, {torch.get_num_threads()} threads "
+                           f"(measured {found[1]}, cached)", dict(found[0]), "cached")
+
+
 def resume_precision(began_in: str | None, choice: PrecisionChoice, *, what: str = "the run",
                      say: bool = True) -> PrecisionChoice:
     """A resumed run's precision: the one it began in (`began_in`, from its checkpoint) where this machine's

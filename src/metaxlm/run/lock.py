@@ -119,6 +119,27 @@ def holders(lock_file: str | Path) -> list[dict]:
     return [r for r in found.values() if _alive(r)]
 
 
+def current_holders(lock_file: str | Path) -> list[dict] | None:
+    """Who holds `lock_file` now, asked without writing (`metaxlm status`): None when no process holds it, else the
+    holders' records ([] for a holder that left none). Asked with a shared lock taken and dropped at once: it fails
+    only against an exclusive holder; shared holders (evaluations) are told by their records."""
+    try:
+        fd = os.open(lock_file, os.O_RDONLY)
+    except OSError:
+        return None  # never held
+    try:
+        fcntl.flock(fd, fcntl.LOCK_SH | fcntl.LOCK_NB)
+    except BlockingIOError:
+        return holders(lock_file)
+    except OSError:
+        return None  # a file system without flock: nothing can be told
+    else:
+        fcntl.flock(fd, fcntl.LOCK_UN)
+        return [r for r in holders(lock_file) if r.get("shared")] or None
+    finally:
+        os.close(fd)
+
+
 def _holder_text(found: list[dict]) -> str:
     if not found:
         return "another process (none on record: one that has just started, or a process a holder started)"
