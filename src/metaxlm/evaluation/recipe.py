@@ -35,6 +35,7 @@ from metaxlm.io import atomic_write_text, disk_full_guard
 from metaxlm.models.archs.veco import VECO_SUBDIR
 from metaxlm.models.named import model_dir
 from metaxlm.records import RESULTS_FILE, json_text, write_results
+from metaxlm.roots import expand_roots
 from metaxlm.run import code as run_code
 from metaxlm.run.clock import RunClock
 from metaxlm.run.layout import RunDir
@@ -231,14 +232,18 @@ def _writing_results(path: Path):
 def retrieval_pairs(spec: RetrievalEvalSpec, lang: str, pivot: str) -> tuple[list[str], list[str]]:
     """(foreign sentences, pivot sentences), line i of one the translation of line i of the other."""
     from metaxlm.data.benchmarks import load_examples
+    from metaxlm.data.hub import is_hub
     from metaxlm.data.readers import read_parallel
     from metaxlm.languages import tatoeba_code
 
+    path = expand_roots(spec.path)
     if spec.format == "tatoeba":
         iso = tatoeba_code(lang)
-        src, tgt = load_examples("tatoeba", Path(spec.path) / f"tatoeba.{iso}-eng.{iso}")
+        # a folder of Tatoeba's files, or a hub: dataset whose {lang} is the Tatoeba (ISO 639-3) code
+        src, tgt = load_examples("tatoeba", path.format(lang=iso) if is_hub(path) else
+                                 Path(path) / f"tatoeba.{iso}-eng.{iso}", lang=iso)
     else:
-        pairs = list(read_parallel(spec.path.format(lang=lang)))
+        pairs = list(read_parallel(path.format(lang=lang)))
         tgt, src = [p[0] for p in pairs], [p[1] for p in pairs]  # file: pivot<TAB>foreign
     if spec.max_pairs:
         src, tgt = src[: spec.max_pairs], tgt[: spec.max_pairs]
@@ -274,8 +279,8 @@ def evaluate_alignment(model, tokenizer, spec: AlignmentEvalSpec, ecfg: EvalConf
     from metaxlm.data.benchmarks import load_alignment
     from metaxlm.features.alignment import alignment_dev_test
 
-    aset = load_alignment(spec.src, spec.tgt, spec.gold, fmt=spec.format, src_base=spec.word_base,
-                          sid_base=spec.sid_base)
+    aset = load_alignment(expand_roots(spec.src), expand_roots(spec.tgt), expand_roots(spec.gold), fmt=spec.format,
+                          src_base=spec.word_base, sid_base=spec.sid_base)
     if spec.max_pairs:
         aset = aset.subset(range(min(spec.max_pairs, len(aset))))
     settings = spec.aligner_settings() if spec.method == "ot" else {}
