@@ -70,6 +70,8 @@ class ParallelSpec(Strict):
 
 
 class DataConfig(Strict):
+    # BCP-47 codes, kept as written (they fill `{lang}`): ISO 639-1, else ISO 639-3 (`grc`), with a script or
+    # region where the data needs one (`zh-Hant`, `sr-Latn`); `metaxlm list languages` lists them
     languages: list[str]
     # A string (or list of strings) is a path template with `{lang}`; a mapping gives one corpus per language.
     mono: str | list[str] | dict[str, str | list[str] | CorpusSpec] = Field(default_factory=dict)
