@@ -40,6 +40,8 @@ def find_any(name: str) -> tuple[packaged.Kind, Path]:
 
 def cmd_configs_copy(args) -> None:
     kind, source = find_any(args.name)
+    if Path(args.dir).exists() and not Path(args.dir).is_dir():
+        raise ConfigError(f"{args.dir} is not a directory: give the directory to write {source.name} into")
     target = Path(args.dir) / source.name
     if target.exists():
         raise ConfigError(f"{target} already exists: not overwritten (remove it, or copy into another directory)")
