@@ -159,9 +159,12 @@ def test_a_task_run_resumes_its_curve_and_leaves_no_checkpoint(tokenizer, tmp_pa
     for key in ("per_language", "reports", "curve"):
         assert resumed[key] == reference[key], key
     assert resumed["curve"]["de"]["steps"] == [2, 4, 6]
+    err = capsys.readouterr().err
+    # the rerun says that it continues, and from where
+    checkpoint = tmp_path / "b" / "supervised-runs" / "de-seed0.ckpt" / "step_00000003"
+    assert f"resuming fine-tuning from step 3 (checkpoint {checkpoint})" in err
     # without a progress bar (a log), each checkpoint is a line with the step, the pace and what is left
-    assert re.search(r"toy_mt de seed 0: step 4 of 6, checkpoint written; [0-9.]+ s/step, about 00:0\d to go",
-                     capsys.readouterr().err)
+    assert re.search(r"toy_mt de seed 0: step 4 of 6, checkpoint written; [0-9.]+ s/step, about 00:0\d to go", err)
     record = json.loads((tmp_path / "b" / "supervised-runs" / "de-seed0.json").read_text())
     assert record["detail"]["resumed_at_steps"] == [3]
     assert not (tmp_path / "b" / "supervised-runs" / "de-seed0.ckpt").exists()

@@ -200,8 +200,11 @@ def test_two_processes_match_one(run_template, tmp_path):
     assert la == pytest.approx(lb, rel=1e-5)
 
 
-def test_interrupted_checkpoint_write_keeps_latest_good(run_template, tmp_path, monkeypatch):
+def test_interrupted_checkpoint_write_keeps_latest_good(run_template, tmp_path, monkeypatch, capsys):
+    from metaxlm.compute import precision
     from metaxlm.models import checkpoint
+
+    monkeypatch.setattr(precision, "_announced", set())  # as in a new process: its first `auto` not yet said
 
     cfg = load_config(make_config(run_template, tmp_path, steps=6, save_every=3))
     real_save = torch.save
@@ -219,10 +222,17 @@ def test_interrupted_checkpoint_write_keeps_latest_good(run_template, tmp_path, 
     ckpt = tmp_path / "run" / "pretrain" / "xlm" / "ckpt"
     assert checkpoint.latest_checkpoint(ckpt).name == "step_00000003"
     AutoModelForMaskedLM.from_pretrained(str(checkpoint.latest_checkpoint(ckpt)))
+    first = capsys.readouterr()
     monkeypatch.setattr(checkpoint.torch, "save", real_save)
     run_pretrain(cfg, "xlm", resume=True, progress=False)  # the half-written one is simply redone
     assert checkpoint.latest_checkpoint(ckpt).name == "step_00000006"
     assert not list(ckpt.glob(".tmp-*"))
+    resumed = capsys.readouterr()
+    # the rerun says that it continues, and from where; each run says its precision once
+    assert f"resuming xlm from step 3 (checkpoint {ckpt / 'step_00000003'})\n" in resumed.out
+    assert "resuming" not in first.out
+    for said in (first, resumed):
+        assert (said.out + said.err).count("precision") == 1, said
 
 
 def test_non_finite_loss_stops_with_clear_message(run_template, tmp_path, monkeypatch):
@@ -245,7 +255,7 @@ def test_non_finite_loss_stops_with_clear_message(run_template, tmp_path, monkey
     assert (ckpt / "latest").read_text().strip() == "step_00000004"
 
 
-def test_pipeline_compares_xlm_and_metaxlm(run_template, tmp_path):
+def test_pipeline_compares_xlm_and_metaxlm(run_template, tmp_path, capsys):
     """Phase (a) English MLM -> phase (b) init modes -> one comparison with curves and plots."""
     from metaxlm.pipeline import stage_pretrain
     from metaxlm.report.pretraining import compare_variants
@@ -258,10 +268,14 @@ def test_pipeline_compares_xlm_and_metaxlm(run_template, tmp_path):
     comparison = stage_pretrain(cfg, progress=False)
     run = tmp_path / "run"
     assert set(comparison["final"]) == {"xlm", "metaxlm", "metaxlm_dict"}
-    assert not (run / "comparison.md").exists()  # shown by the pretrain stage, written by the report stage's
+    # the pretrain stage writes the numbers and shows a summary; the report stage draws the figures
+    said = capsys.readouterr().out
+    assert f"per language: {run / 'comparison.md'}" in said and "![" not in said and "| de |" not in said
+    assert "![" not in (run / "comparison.md").read_text() and not (run / "heldout_curves.png").exists()
     assert compare_variants(run, cfg.variant_order(), pivot=cfg.data.pivot) == comparison
     assert (run / "heldout_curves.png").stat().st_size > 10_000 and (run / "heldout_by_language.png").exists()
     assert "| **mean without en** |" in (run / "comparison.md").read_text()
+    assert "![held-out loss against steps](heldout_curves.png)" in (run / "comparison.md").read_text()
     cov = json.loads((run / "pretrain" / "metaxlm_dict" / "coverage.json").read_text())
     assert cov and (run / "pretrain" / "metaxlm_dict" / "coverage.md").exists()
     init = json.loads((run / "pretrain" / "metaxlm_dict" / "init.json").read_text())

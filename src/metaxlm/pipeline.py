@@ -307,7 +307,7 @@ def _discard(cfg: RunConfig, recompute: list[str] | tuple[str, ...]) -> None:
 def stage_pretrain(cfg: RunConfig, progress: bool = True, clock: RunClock | None = None) -> dict:
     """Every variant at the same budget; a finished variant is kept, an interrupted one resumes."""
     from metaxlm.pretrain.recipe import export_for_evaluation, run_pretrain
-    from metaxlm.report.pretraining import comparison_markdown, pretraining_comparison
+    from metaxlm.report.pretraining import comparison_summary, pretraining_comparison, write_comparison
 
     order = cfg.variant_order()  # a variant that starts from another runs after it
     done = {name: _steps_done(cfg, name) for name in order}  # the run clock's plan was made from these by run()
@@ -331,9 +331,10 @@ def stage_pretrain(cfg: RunConfig, progress: bool = True, clock: RunClock | None
         return {}
     for name in order:  # what evaluation reads: also for variants trained before, or evaluated differently now
         export_for_evaluation(cfg, name, progress=progress)
-    comparison = pretraining_comparison(cfg.output_dir, cfg.variant_order(), pivot=cfg.data.pivot)
-    if comparison:  # shown here, written (comparison.md, figures) by the report stage
-        print(comparison_markdown(comparison))
+    comparison = pretraining_comparison(cfg.output_dir, cfg.variant_order(), pivot=cfg.data.pivot,
+                                        languages=cfg.data.languages)
+    if comparison:  # the numbers written here, a summary shown; the report stage draws the figures
+        print(comparison_summary(comparison, write_comparison(cfg.output_dir, comparison)))
     return comparison
 
 
@@ -357,7 +358,8 @@ def stage_report(cfg: RunConfig, progress: bool = True) -> dict:
     from metaxlm.report.evaluation import write_report
     from metaxlm.report.pretraining import compare_variants
 
-    compare_variants(cfg.output_dir, cfg.variant_order(), pivot=cfg.data.pivot)  # comparison.md and its figures
+    compare_variants(cfg.output_dir, cfg.variant_order(), pivot=cfg.data.pivot,  # comparison.md and its figures
+                     languages=cfg.data.languages)
     written = write_report([Path(cfg.output_dir)])
     print(f"report: {written['html']} (and {written['markdown']})")
     return written

@@ -26,7 +26,7 @@ from contextlib import nullcontext
 import numpy as np
 import torch
 import torch.nn.functional as F
-from torch.overrides import TorchFunctionMode
+from torch.overrides import TorchFunctionMode, _get_current_function_mode
 
 _RNG_CHUNK = 1 << 20  # elements per numpy random stream: fixed, so masks do not depend on the thread count
 _rng_pools: dict[int, ThreadPoolExecutor] = {}  # by worker count
@@ -189,6 +189,15 @@ class CPUTrainingFastPath(TorchFunctionMode):
                 else:  # bf16 autocast: without a mask, exactly the path as it always was
                     return attention(q, k, v, dropout_p, a.get("scale"), mask)
         return func(*args, **kwargs)
+
+    def __exit__(self, exc_type, exc_val, exc_tb):
+        # Ctrl-C or SIGTERM landing inside torch's handle_torch_function, between its taking this mode off the stack
+        # and putting it back, leaves it off: popping it again would raise "trying to pop from empty mode stack" (or
+        # take another mode) and turn the interrupt into a traceback
+        interrupted = exc_type is not None and not issubclass(exc_type, Exception)
+        if interrupted and _get_current_function_mode() is not self:
+            return None
+        return super().__exit__(exc_type, exc_val, exc_tb)
 
 
 def _mask_fits(mask: torch.Tensor | None, q: torch.Tensor, k: torch.Tensor) -> bool:

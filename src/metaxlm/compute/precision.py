@@ -431,7 +431,7 @@ def training_accelerator(requested: str = "auto", *, began_in: str | None = None
     (accelerate's PartialState), so that `auto` is decided once on rank 0 and every process gets the same
     precision; then the Accelerator is built with it (autocast through `acc.autocast()`). `began_in`: the precision
     a resumed run began in, kept where the choice here differs (another CPU kind) and it can run here, so the run
-    continues as it began."""
+    continues as it began. It prints nothing: the training run says its precision and `reason` in one line."""
     from accelerate import Accelerator, PartialState
     from accelerate.state import AcceleratorState
 
@@ -441,8 +441,8 @@ def training_accelerator(requested: str = "auto", *, began_in: str | None = None
     _check(requested, compute_device().type)  # before any process-group set-up
     state = PartialState(cpu=cpu, **process_group_kwargs())  # several processes: METAXLM_COLLECTIVE_TIMEOUT
     device = compute_device() if simulating() else state.device  # cuda:<local rank> under DDP
-    choice = resume_precision(began_in, resolve_precision(requested, device, announce=state.is_main_process,
-                                                          collective=True), say=state.is_main_process)
+    choice = resume_precision(began_in, resolve_precision(requested, device, announce=False, collective=True),
+                              say=False)
     # accelerate keeps one AcceleratorState per process and refuses a second precision; an earlier run of this
     # process (another variant, with an explicit precision of its own) may have set one: start it anew
     if AcceleratorState._shared_state.get("_mixed_precision") not in (None, choice.mixed_precision):

@@ -148,5 +148,5 @@ def resume(path: Path, trainer_state: dict, checkpoints: Checkpoints, *, model, 
     checkpoints.seconds_before = trainer_state["seconds"]
     step = trainer_state["step"]
     checkpoints.resumed_at = [*trainer_state["resumed_at"], step]
-    print(f"fine-tuning: resumed from {path} (step {step})", file=sys.stderr, flush=True)
+    print(f"resuming fine-tuning from step {step} (checkpoint {path})", file=sys.stderr, flush=True)
     return step, trainer_state["batches"], trainer_state["position"]

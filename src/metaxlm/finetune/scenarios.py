@@ -37,6 +37,7 @@ from metaxlm.finetune.spec import TaskSpec
 from metaxlm.finetune.tasks import Task, get_task
 from metaxlm.finetune.trainer import finetune, predict, set_seed
 from metaxlm.io import atomic_dir, atomic_write_text, json_safe
+from metaxlm.models.loading import quiet_transformers
 from metaxlm.records import json_text
 from metaxlm.roots import missing_data_hint
 from metaxlm.run import code as run_code
@@ -548,7 +549,7 @@ def save_finetuned(model, tokenizer, out_dir: Path, hp=None) -> Path:
             record_decoding(model, num_beams=hp.num_beams, length_penalty=hp.length_penalty,
                             no_repeat_ngram_size=hp.no_repeat_ngram_size)
         return save_seq2seq(model, tokenizer, out_dir)
-    with atomic_dir(out_dir) as tmp:
+    with atomic_dir(out_dir) as tmp, quiet_transformers():  # no "Writing model shards" bar
         model.save_pretrained(str(tmp))
         save_tokenizer(tokenizer, tmp)
     return out_dir

@@ -14,6 +14,7 @@ import torch
 from torch import nn
 
 from metaxlm.errors import ConfigError
+from metaxlm.models.loading import quiet_transformers
 from metaxlm.registry import Registry
 from metaxlm.vocab.load import save_tokenizer
 
@@ -141,7 +142,8 @@ class ModelArch:
     def export(self, model: nn.Module, tokenizer, out_dir: str | Path, state_dict: dict | None = None) -> None:
         """Write an HF checkpoint directory (safetensors + config.json + tokenizer) that loads with
         `AutoModelForMaskedLM.from_pretrained`. `state_dict`: gathered full weights of a sharded model."""
-        model.save_pretrained(str(out_dir), state_dict=state_dict)
+        with quiet_transformers():  # no "Writing model shards" bar in the run's output (nor with --no-progress)
+            model.save_pretrained(str(out_dir), state_dict=state_dict)
         if tokenizer is not None:
             save_tokenizer(tokenizer, out_dir)
 

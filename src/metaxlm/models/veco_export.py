@@ -181,7 +181,7 @@ def save_seq2seq(seq2seq, tokenizer, out_dir: str | Path) -> Path:
     shared = seq2seq.decoder.bert.embeddings.word_embeddings is seq2seq.encoder.embeddings.word_embeddings
     # a shared encoder/decoder matrix is written under both names (cloned) so the stock class loads it
     state = {k: v.clone() for k, v in seq2seq.state_dict().items()} if shared else None
-    with atomic_dir(out) as tmp:
+    with atomic_dir(out) as tmp, quiet_transformers():  # no "Writing model shards" bar
         seq2seq.save_pretrained(str(tmp), state_dict=state)
         if tokenizer is not None:
             save_tokenizer(tokenizer, tmp)

@@ -456,6 +456,8 @@ def set_up(*, model, tokenizer, train_data: dict, heldout_data: dict, cfg: Train
         for kind, source in sources.items():
             source.load_state_dict(state["batches"][kind])
         start, tokens = state["step"], state.get("tokens", 0)
+        if acc.is_main_process:  # a rerun says that it continues, and from where
+            print(f"resuming {layout.root.name} from step {start} (checkpoint {path})", flush=True)
     # on the device before the optimizer is built: it holds the parameters there, and a resumed state loads there
     if sharded:  # in place: the optimizer must hold the sharded parameters
         shard(module, tuple({type(layer) for layer in arch_of(model).layers(model)}), acc.device)
@@ -477,7 +479,7 @@ def set_up(*, model, tokenizer, train_data: dict, heldout_data: dict, cfg: Train
     held_params = [p for group in optimizer.param_groups if group.get("held") for p in group["params"]]
     new_group = next(i for i, group in enumerate(optimizer.param_groups) if not group.get("held"))
     log = RunLog(layout, main=acc.is_main_process, start=start, resume=bool(resume or resume_from))
-    if acc.is_main_process and progress:
+    if acc.is_main_process:  # the one line saying this variant's precision and why (training_accelerator is quiet)
         print(f"pretrain {layout.root.name}: precision {precision.precision} ({precision.reason})", flush=True)
     if acc.is_main_process and warmup_note:
         print(f"pretrain {layout.root.name}: {warmup_note}", flush=True)

@@ -52,7 +52,7 @@ from metaxlm.report.comparison import comparison_sections
 from metaxlm.report.document import Bullets, Figure, Section, Table, Text, markdown_block, render_markdown
 from metaxlm.report.findings import findings_section, limits_section
 from metaxlm.report.html import render_html
-from metaxlm.report.pretraining import BY_LANGUAGE_PNG, CURVES_PNG, plot_comparison
+from metaxlm.report.pretraining import BY_LANGUAGE_PNG, CURVES_PNG, language_order, plot_comparison
 from metaxlm.report.results import (
     ALIGNMENT_METRICS,
     NO_DEV_SPLIT,
@@ -61,11 +61,13 @@ from metaxlm.report.results import (
     collect_results,
     final_models,
     number,
+    run_languages,
 )
 from metaxlm.report.uncertainty import Sample, difference, task_sample
 from metaxlm.run.layout import RunDir
 
 TITLE = "MetaXLM evaluation report"
+PRETRAINING_TITLE = "MetaXLM pretraining report"  # runs with no evaluation results: their comparisons alone
 # How the alignment table names where its layer comes from (report/results.py AlignmentResult.chosen_on).
 CHOSEN_ON_TEXT = {CHOSEN_ON_DEV: "dev", FIXED_DEFAULT: "fixed default (no dev part)",
                   NO_DEV_SPLIT: "the scored sentences (older results, no dev split)"}
@@ -490,11 +492,15 @@ def _pretraining_sections(run_dirs: list[Path], fig_dir: Path, colors: dict[str,
         try:
             comp = json.loads(path.read_text(encoding="utf-8"))
             variants, final = list(comp["final"]), comp["final"]
-            langs = ordered(lang for losses in final.values() for lang in losses)
+            # the order the terminal showed: the run config's (older comparisons: the order they recorded)
+            langs = language_order((lang for losses in final.values() for lang in losses),
+                                   run_languages(run) or comp.get("languages"), comp.get("pivot"))
+            comp = {**comp, "languages": langs}  # the figure's bars in the table's order
             rows = [[lang, *(f"{number(final[v].get(lang)):.3f}" for v in variants)] for lang in langs]
             rows.append(["mean without the pivot", *(f"{number(comp['mean_non_pivot'][v]):.3f}" for v in variants)])
-            rows.append([f"Δ vs {comp['baseline']}", *(f"{number(comp['delta_vs_baseline'][v]):+.3f}"
-                                                       for v in variants)])
+            if len(variants) > 1:  # one variant: nothing to compare it with
+                rows.append([f"Δ vs {comp['baseline']}", *(f"{number(comp['delta_vs_baseline'][v]):+.3f}"
+                                                           for v in variants)])
             steps = ", ".join(f"{v}: {s}" for v, s in comp["steps"].items())
             metric = comp["metric"]
             curves, by_language = (f"pretraining_{slug(run.name)}_{png}" for png in (CURVES_PNG, BY_LANGUAGE_PNG))
@@ -505,7 +511,7 @@ def _pretraining_sections(run_dirs: list[Path], fig_dir: Path, colors: dict[str,
         except (KeyError, TypeError, AttributeError, ValueError) as err:
             raise DataError(path, None, f"not a comparison written by report/pretraining.py ({err!r})") from None
         blocks = [Text(f"{metric}; steps: {steps}."),
-                  Table(["language", *variants], rows, {(len(rows) - 2, c) for c in range(len(variants) + 1)}),
+                  Table(["language", *variants], rows, {(len(langs), c) for c in range(len(variants) + 1)}),
                   Figure(curves, "held-out loss against steps"), Figure(by_language, "held-out loss per language")]
         sections.append(Section(title, blocks))
     return sections
@@ -571,8 +577,9 @@ def write_report(run_dirs: list[Path], out_dir: Path | None = None) -> dict:
                     + _steps_section(results, fig_dir, colors) + _transfer_sections(final, fig_dir)
                     + _pretraining_sections(runs, fig_dir, colors, report_variant_names(runs, results))
                     + _notes_section(results, runs))
-        html = render_html(TITLE, sections, fig_dir)
+        title = TITLE if results else PRETRAINING_TITLE  # titled by what it holds
+        html = render_html(title, sections, fig_dir)
     figures = [out / "figures" / b.file for s in sections for b in s.blocks if isinstance(b, Figure)]
-    atomic_write_text(out / "report.md", render_markdown(TITLE, sections))
+    atomic_write_text(out / "report.md", render_markdown(title, sections))
     atomic_write_text(out / "report.html", html)
     return {"markdown": out / "report.md", "html": out / "report.html", "figures": figures}

@@ -3,6 +3,7 @@
 Reads each variant's metrics.jsonl and writes, into the run directory:
   comparison.json / comparison.md   final held-out loss per language and variant, the mean over the
                                     languages other than the pivot, and the difference to the first variant
+                                    (when there are several); languages in the config's order (data.languages)
   heldout_curves.png                held-out loss (mean over the non-pivot languages) against steps
   heldout_by_language.png           final held-out loss per language, one bar per variant
   objective_losses.png              each objective's training loss (`loss/<name>`) against steps, one panel per
@@ -23,7 +24,7 @@ from pathlib import Path
 from metaxlm.io import atomic_write_json, atomic_write_text, jsonl_lines
 from metaxlm.report import plots
 from metaxlm.report.colors import run_variant_colors
-from metaxlm.report.results import run_variants
+from metaxlm.report.results import run_languages, run_variants
 from metaxlm.run.layout import RunDir, VariantDir, heldout_losses
 
 
@@ -79,16 +80,27 @@ def plot_objective_losses(run: Path, variants: list[str], path: Path, colors: di
     return True
 
 
-def pretraining_comparison(run_dir: str | Path, variants: list[str], pivot: str = "en") -> dict:
+def language_order(logged, config_languages: list[str] | None, pivot: str | None = None) -> list[str]:
+    """The languages of a comparison as the terminal and the report show them: the config's order (data.languages),
+    then any logged language the config does not list (a config changed since), the pivot first, then by code."""
+    logged = set(logged)
+    listed = [lang for lang in config_languages or () if lang in logged]
+    return listed + sorted(logged - set(listed), key=lambda x: (x != pivot, x))
+
+
+def pretraining_comparison(run_dir: str | Path, variants: list[str], pivot: str = "en",
+                           languages: list[str] | None = None) -> dict:
     """The held-out losses of the variants that logged them, side by side (what comparison.json holds; {} when
-    none did). Reads only: the report stage writes it (`compare_variants`)."""
+    none did). `languages`: the config's order (default: the run's config.yaml's). Reads only (`write_comparison`
+    writes it)."""
     run = Path(run_dir)
     curves = {v: read_curves(RunDir(run).variant(v).root) for v in variants}
     curves = {v: c for v, c in curves.items() if c}
     if not curves:
         return {}
     final = {v: c[max(c)] for v, c in curves.items()}
-    langs = sorted({lang for f in final.values() for lang in f}, key=lambda x: (x != pivot, x))
+    langs = language_order((lang for f in final.values() for lang in f),
+                           languages if languages is not None else run_languages(run), pivot)
     others = [lang for lang in langs if lang != pivot]
 
     def mean_others(losses: dict[str, float]) -> float:
@@ -110,38 +122,65 @@ def pretraining_comparison(run_dir: str | Path, variants: list[str], pivot: str 
     return out
 
 
-def comparison_markdown(comparison: dict) -> str:
-    """comparison.md of a `pretraining_comparison`."""
-    return _markdown(comparison, comparison["languages"], comparison["pivot"])
+def comparison_markdown(comparison: dict, figures: bool = True) -> str:
+    """comparison.md of a `pretraining_comparison`; `figures`: with the links to its figures (drawn by
+    `compare_variants`)."""
+    return _markdown(comparison, comparison["languages"], comparison["pivot"], figures)
+
+
+def write_comparison(run_dir: str | Path, comparison: dict, figures: bool = False) -> Path:
+    """comparison.json and comparison.md (linking the figures only when `figures`: they are drawn); returns the
+    markdown's path."""
+    layout = RunDir(Path(run_dir))
+    atomic_write_json(layout.comparison_json, comparison)
+    atomic_write_text(layout.comparison_md, comparison_markdown(comparison, figures))
+    return layout.comparison_md
+
+
+def comparison_summary(comparison: dict, details: Path) -> str:
+    """A few plain lines for the terminal: each variant's mean held-out loss over the non-pivot languages, its steps
+    and (with several variants) its difference to the first; `details`: the file with the rest."""
+    others = [lang for lang in comparison["languages"] if lang != comparison["pivot"]]
+    several = len(comparison["final"]) > 1
+    width = max(map(len, comparison["final"]))
+    lines = [f"pretraining: held-out MLM loss, mean of {len(others)} language{'s' * (len(others) != 1)} other than "
+             f"{comparison['pivot']} (lower is better)"]
+    for v in comparison["final"]:
+        delta = f"; {comparison['delta_vs_baseline'][v]:+.3f} vs {comparison['baseline']}" \
+            if several and v != comparison["baseline"] else ""
+        lines.append(f"  {v:<{width}}  {comparison['mean_non_pivot'][v]:.3f}  (step {comparison['steps'][v]}{delta})")
+    lines.append(f"per language: {details}")
+    return "\n".join(lines)
 
 
 def compare_variants(run_dir: str | Path, variants: list[str], pivot: str = "en",
-                     colors: dict[str, str] | None = None) -> dict:
+                     colors: dict[str, str] | None = None, languages: list[str] | None = None) -> dict:
     """Write the comparison files (comparison.json / .md and the figures) of the variants that logged held-out
     losses; `colors` (variant -> colour) defaults to the run's config order, as the run's report colours its
-    models (report/colors.py)."""
+    models (report/colors.py); `languages`: the config's order (default: the run's config.yaml's)."""
     run = Path(run_dir)
-    out = pretraining_comparison(run, variants, pivot)
+    out = pretraining_comparison(run, variants, pivot, languages)
     if not out:
         return {}
-    atomic_write_json(RunDir(run).comparison_json, out)
-    atomic_write_text(RunDir(run).comparison_md, comparison_markdown(out))
+    write_comparison(run, out, figures=True)
     colors = colors or run_variant_colors(run, variants)
     plot_comparison(out, run / CURVES_PNG, run / BY_LANGUAGE_PNG, colors)
     plot_objective_losses(run, list(out["final"]), run / OBJECTIVES_PNG, colors)
     return out
 
 
-def _markdown(out: dict, langs: list[str], pivot: str) -> str:
+def _markdown(out: dict, langs: list[str], pivot: str, figures: bool = True) -> str:
     variants = list(out["final"])
     head = "| language | " + " | ".join(variants) + " |\n|---|" + "---:|" * len(variants) + "\n"
     rows = "".join(f"| {lang} | " + " | ".join(f"{out['final'][v].get(lang, float('nan')):.3f}" for v in variants)
                    + " |\n" for lang in langs)
     mean = f"| **mean without {pivot}** | " + " | ".join(f"**{out['mean_non_pivot'][v]:.3f}**" for v in variants) + " |\n"
-    delta = f"| Δ vs {out['baseline']} | " + " | ".join(f"{out['delta_vs_baseline'][v]:+.3f}" for v in variants) + " |\n"
+    # one variant: nothing to compare it with
+    delta = f"| Δ vs {out['baseline']} | " + " | ".join(f"{out['delta_vs_baseline'][v]:+.3f}" for v in variants) \
+        + " |\n" if len(variants) > 1 else ""
     steps = ", ".join(f"{v}: {s}" for v, s in out["steps"].items())
-    return (f"# Pretraining comparison\n\n{out['metric']}; steps: {steps}.\n\n" + head + rows + mean + delta
-            + f"\n![held-out loss against steps]({CURVES_PNG})\n\n![per language]({BY_LANGUAGE_PNG})\n")
+    links = f"\n![held-out loss against steps]({CURVES_PNG})\n\n![per language]({BY_LANGUAGE_PNG})\n" if figures else ""
+    return f"# Pretraining comparison\n\n{out['metric']}; steps: {steps}.\n\n" + head + rows + mean + delta + links
 
 
 def plot_comparison(comparison: dict, curves_png: Path, by_language_png: Path, colors: dict[str, str]) -> None:

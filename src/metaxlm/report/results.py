@@ -119,6 +119,15 @@ def run_variants(run: Path) -> dict[str, dict]:
     return {k: v if isinstance(v, dict) else {} for k, v in variants.items()} if isinstance(variants, dict) else {}
 
 
+def run_languages(run: Path) -> list[str]:
+    """The data.languages of a run's resolved config.yaml, in its order ([] without a readable one)."""
+    try:
+        languages = (read_yaml(RunDir(run).config.read_text(encoding="utf-8")).get("data") or {}).get("languages")
+    except (OSError, yaml.YAMLError, AttributeError):
+        return []  # only used for ordering: without a readable config, the order is the languages' own
+    return [lang for lang in languages if isinstance(lang, str)] if isinstance(languages, list) else []
+
+
 def variant_order(run: Path) -> list[str]:
     """The run config's variant order (xlm, metaxlm, metaxlm_dict), so tables list models as the paper does."""
     return list(run_variants(run))

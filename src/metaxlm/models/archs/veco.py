@@ -345,7 +345,8 @@ def export_encoder(veco_model, tokenizer, out_dir: str | Path, state_dict: dict 
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
     bert = to_bert_mlm(veco_model, state_dict)
-    bert.save_pretrained(str(out))
+    with quiet_transformers():  # no "Writing model shards" bar in the run's output
+        bert.save_pretrained(str(out))
     if tokenizer is not None:
         save_tokenizer(tokenizer, out)
     return out
@@ -448,6 +449,7 @@ class Veco(ModelArch):
         and the full VECO model in `out_dir/veco/` (for assemble_seq2seq and continuing VECO training)."""
         out = Path(out_dir)
         export_encoder(model, tokenizer, out, state_dict=state_dict)
-        model.save_pretrained(str(out / VECO_SUBDIR), state_dict=state_dict)
+        with quiet_transformers():
+            model.save_pretrained(str(out / VECO_SUBDIR), state_dict=state_dict)
         if tokenizer is not None:
             save_tokenizer(tokenizer, out / VECO_SUBDIR)
