@@ -465,12 +465,20 @@ def main(argv: list[str] | None = None) -> int:
             os._exit(2)
         return 2
     except KeyboardInterrupt:
-        print(f"metaxlm: {label('interrupted')}", file=sys.stderr, flush=True)
+        print(f"metaxlm: {label(_stopped('interrupted', args))}", file=sys.stderr, flush=True)
         return 130
     except Terminated:
-        print(f"metaxlm: {label('terminated (SIGTERM)')}", file=sys.stderr, flush=True)
+        print(f"metaxlm: {label(_stopped('terminated (SIGTERM)', args))}", file=sys.stderr, flush=True)
         return 143  # 128 + SIGTERM, what the shell reports for a process SIGTERM ended
     return 0
+
+
+def _stopped(what: str, args) -> str:
+    """One line: how the command stopped and, where a rerun resumes its work, how (metaxlm.run.resume)."""
+    from metaxlm.run.resume import how_to_resume
+
+    hint = how_to_resume(args)
+    return f"{what}; {hint}" if hint else what
 
 
 def _one_voice(args) -> None:
