@@ -186,14 +186,21 @@ def _where(path: Path | None) -> str:
     return f"{path}: no such file{missing_data_hint(path)}" if _missing(path) else str(path)
 
 
-def check_source_data(spec: TaskSpec) -> None:
-    """Raise when the source language's training file (its test file, with train_from test_half) is missing: before
-    any model is read, since without the benchmark data nothing can run (the first wall outside this repository)."""
-    which = "test" if spec.train_from == "test_half" else "train"
-    path = spec.path(which, spec.source)
-    if _missing(path):
-        raise MetaXLMError(f"task {spec.name}: no {which} file for the source language {spec.source} "
-                           f"({_where(path)})")
+def check_source_data(spec: TaskSpec, scenario: str = "zero_shot", languages: Sequence[str] | None = None) -> None:
+    """Raise when the data a scenario starts from is missing: before any model is read, since without the benchmark
+    data nothing can run (the first wall outside this repository). Zero-shot and translate-train train on the
+    source language: its training file (its test file, with train_from test_half); supervised and the transfer
+    matrix on each language: no language's test file is there (a language missing alone is said when it runs)."""
+    if scenario in ("zero_shot", "translate_train"):
+        which = "test" if spec.train_from == "test_half" else "train"
+        path = spec.path(which, spec.source)
+        if _missing(path):
+            raise MetaXLMError(f"task {spec.name}: no {which} file for the source language {spec.source} "
+                               f"({_where(path)})")
+        return
+    paths = [spec.path("test", lang) for lang in _task_languages(spec, languages)]
+    if paths and all(_missing(path) for path in paths):
+        raise MetaXLMError(f"task {spec.name}: no test file for any of its languages ({_where(paths[0])}, ...)")
 
 
 def _trainable(example) -> bool:
@@ -724,7 +731,7 @@ def run_task(spec: TaskSpec, model_dir: str | Path, out_dir: str | Path | None =
     notes = [spec.note] if spec.note else []
     if skipped := [lang for lang in (languages or []) if lang not in spec.languages]:
         notes.append(f"no {spec.name} data for {', '.join(skipped)}")
-    check_source_data(spec)
+    check_source_data(spec, scenario, langs)
     runner = _Runner(spec, Path(model_dir), load_finetune_tokenizer(model_dir, tokenizer_dir), progress,
                      None if save_models is None else Path(save_models),
                      None if out_dir is None else Path(out_dir) / f"{scenario}-runs", resume_key,
