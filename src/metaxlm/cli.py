@@ -24,15 +24,32 @@ CHECK_FORMATS = ("text", "documents", "jsonl", "parallel", "muse", "freedict", "
 
 
 def _add_config_args(p: argparse.ArgumentParser) -> None:
-    p.add_argument("config", help="YAML config file (see configs/)")
+    # optional for argparse: without it, _load says what to pass instead of a bare usage error
+    p.add_argument("config", nargs="?", help="a YAML config file, or the name of a packaged config (metaxlm "
+                                             "configs list)")
     p.add_argument("overrides", nargs="*", metavar="key.sub=value", help="override any config field")
     p.add_argument("--no-progress", action="store_true", help="no progress bars")
+    p.set_defaults(config_command=p.prog)
 
 
 def _load(args):
     from metaxlm.config import load_config
+    from metaxlm.packaged import find_config
 
-    return load_config(args.config, args.overrides)
+    args.config = _config_arg(args)
+    return load_config(find_config(args.config), args.overrides)
+
+
+def _config_arg(args) -> str:
+    """The command's config (a file or a packaged name); with none (or an override in its place), what to pass."""
+    if args.config is not None and ("=" not in args.config or Path(args.config).is_file()):
+        return args.config
+    from metaxlm.packaged import names
+
+    raise MetaXLMError(f"{args.config_command.removeprefix('metaxlm ')} needs a config: a YAML file or a packaged "
+                       f"name ({', '.join(names('run'))}), then key.sub=value overrides if any, e.g. "
+                       f"`{args.config_command} quickstart train.steps=10`; `metaxlm configs list` describes the "
+                       "packaged configs")
 
 
 def cmd_run(args) -> None:
@@ -169,7 +186,7 @@ def cmd_evaluate(args) -> None:
 
 def cmd_finetune(args) -> None:
     from metaxlm.evaluation.recipe import run_fingerprint
-    from metaxlm.finetune.scenarios import run_task
+    from metaxlm.finetune.scenarios import check_source_data, run_task
     from metaxlm.finetune.spec import load_task_spec
     from metaxlm.finetune.tasks import get_task
     from metaxlm.languages import check_language
@@ -180,9 +197,11 @@ def cmd_finetune(args) -> None:
         check_language(code, "--languages")
         if code not in spec.languages:
             raise ConfigError(f"--languages: task {spec.name} has no data for {code!r} (its languages: "
-                              f"{', '.join(spec.languages)})")
+                              f"{', '.join(spec.languages)}; where its files hold {code} too, add it: "
+                              f"languages=[{','.join([*spec.languages, code])}])")
     languages = args.languages or spec.languages
     scenario = args.scenario or get_task(spec.type).scenarios[0]  # zero_shot; translation: supervised
+    check_source_data(spec, scenario, languages)  # no benchmark data: said before the model is read
     tokenizer_dir = Path(args.tokenizer or args.model)
     # a rerun into the same --out reuses the (language, seed) runs that finished with these settings and weights
     result = run_task(spec, Path(args.model), Path(args.out), scenario=scenario, seeds=args.seeds,
@@ -287,6 +306,7 @@ def cmd_report(args) -> None:
 def _report_finished_runs(args) -> None:
     """`metaxlm report --finished-runs CONFIG [key=value ...] --out DIR` (metaxlm.report.finished_runs)."""
     from metaxlm.config import load_config
+    from metaxlm.packaged import find_config
     from metaxlm.report.finished_runs import report_finished_runs
     from metaxlm.run.lock import run_dir_held
 
@@ -296,7 +316,8 @@ def _report_finished_runs(args) -> None:
         raise MetaXLMError(f"report --finished-runs: {paths[0]!r} is not a key=value override (a report from "
                            "finished runs reads no run directory)")
     with run_dir_held(args.out, "metaxlm report --finished-runs"):
-        written, to_come = report_finished_runs(load_config(args.finished_runs, args.run_dirs), Path(args.out))
+        written, to_come = report_finished_runs(load_config(find_config(args.finished_runs), args.run_dirs),
+                                                Path(args.out))
     print(f"report: {written['html']} (and {written['markdown']})")
     for task, runs in to_come.items():
         print(f"to come, {task}: {', '.join(runs)}")
@@ -307,7 +328,7 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--version", action="version", version=f"metaxlm {__version__}")
     sub = parser.add_subparsers(dest="command", required=True)
 
-    p = sub.add_parser("run", help="run the pipeline described by a config (e.g. configs/demo.yaml)",
+    p = sub.add_parser("run", help="run the pipeline described by a config (a file, or a packaged name: quickstart)",
                        description="Run the config's stages. A rerun reuses what is made (vocabulary and data while "
                                    "their inputs are unchanged; finished variants) and resumes what was interrupted; "
                                    "a variant pretrained or begun under other settings than the config's is refused, "
@@ -329,8 +350,8 @@ def build_parser() -> argparse.ArgumentParser:
     _add_config_args(p)
     p.set_defaults(func=cmd_evaluate)
 
-    p = sub.add_parser("finetune", help="fine-tune and test one task on any HF model dir (configs/tasks/<task>.yaml)")
-    p.add_argument("task", help="a task name in configs/tasks (e.g. demo_module) or a task YAML file")
+    p = sub.add_parser("finetune", help="fine-tune and test one task on any HF model dir (a packaged task or a file)")
+    p.add_argument("task", help="a task YAML file, or a packaged task's name (e.g. sib200; metaxlm configs list)")
     p.add_argument("overrides", nargs="*", metavar="key=value", help="override any task field (e.g. hyperparameters.lr=3e-5)")
     p.add_argument("--model", required=True, help="HF model dir (AutoModel)")
     p.add_argument("--tokenizer", help="tokenizer dir (default: the model dir)")
@@ -420,6 +441,10 @@ def build_parser() -> argparse.ArgumentParser:
     from metaxlm.cli_models import register as register_models
 
     register_models(sub)
+
+    from metaxlm.cli_configs import register as register_configs
+
+    register_configs(sub)
 
     from metaxlm.cli_plan import register as register_plan
 
