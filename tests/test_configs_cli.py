@@ -130,3 +130,13 @@ def test_run_without_a_config_says_what_to_pass(argv, capsys):
     assert len(err.strip().splitlines()) == 1
     assert err.startswith("metaxlm: error: run needs a config: a YAML file or a packaged name (")
     assert "quickstart" in err and "key.sub=value overrides if any" in err and "metaxlm configs list" in err
+
+
+def test_the_minimal_config_in_the_docs_is_the_packaged_quickstart():
+    """docs/your-own-data.md shows one complete config that runs as written: the packaged quickstart, which the wheel
+    test runs from a fresh install; a page that drifted from it would show a config nobody ran."""
+    page = (ROOT / "docs" / "your-own-data.md").read_text(encoding="utf-8")
+    section = page.split("## A complete minimal config", 1)[1]
+    shown = re.search(r"```yaml\n(.*?)```", section, re.S).group(1)
+    assert shown == packaged.find_config("quickstart").read_text(encoding="utf-8")
+    assert load_config(packaged.find_config("quickstart")).variants  # and it is a valid run config
