@@ -121,7 +121,7 @@ def test_an_override_error_names_the_override_not_the_file(user_dir, capsys):
 
 # 5. "did you mean" for unknown keys
 @pytest.mark.parametrize(("text", "overrides", "message"), [
-    ("vocab: {sise: 3}\n", [], "invalid config my.yaml: vocab.sise: unknown key (did you mean size?)"),
+    ("vocab: {size: 100, sise: 3}\n", [], "invalid config my.yaml: vocab.sise: unknown key (did you mean size?)"),
     ("trian: {steps: 3}\n", [], "invalid config my.yaml: trian: unknown key (did you mean train?)"),
     ("", ["trian.steps=3"], "command-line override trian.steps=3: trian: unknown key (did you mean train?)"),
     ("", ["variants.xlm.train.stesp=3"],
@@ -131,13 +131,14 @@ def test_an_override_error_names_the_override_not_the_file(user_dir, capsys):
      "max_pairs?)"),
     ("", ["train.objectives.mlm.wieght=1"],
      "train.objectives.mlm.wieght: unknown key (did you mean weight?)"),
-    ("vocab: {zzz: 3}\n", [], "invalid config my.yaml: vocab.zzz: unknown key"),  # nothing close: no guess
+    ("vocab: {size: 100, zzz: 3}\n", [], "invalid config my.yaml: vocab.zzz: unknown key"),  # nothing close: no guess
 ])
 def test_an_unknown_key_gets_the_closest_valid_key(user_dir, text, overrides, message):
     from metaxlm.pretrain.recipe import check_pretraining_config
 
-    with (user_dir / "my.yaml").open("a") as f:
-        f.write(text)
+    base = (user_dir / "my.yaml").read_text()
+    (user_dir / "my.yaml").write_text(base.replace("vocab:\n  size: 100\n", "") + text if text.startswith("vocab:")
+                                      else base + text)
     with pytest.raises(ConfigError) as err:
         check_pretraining_config(load_config("my.yaml", overrides))
     assert message in str(err.value)
@@ -219,6 +220,20 @@ def test_a_yaml_error_names_the_file_line_and_column(user_dir, capsys):
     assert str(err.value) == ("command-line override seed=[1: cannot parse the value: expected ',' or ']', but got "
                               "'<stream end>' (while parsing a flow sequence, at character 3)")
 
+
+
+def test_a_key_given_twice_is_an_error_not_a_lost_value(user_dir, capsys):
+    """YAML's last-one-wins would keep the second `train:` and drop the first unsaid; a merge key (`<<: *base`) may
+    still be set again, which is what merging is for."""
+    (user_dir / "my.yaml").write_text("output_dir: run\ntrain:\n  steps: 3\ntrain:\n  lr: 1.0e-3\n")
+    assert main(["run", "my.yaml"]) == 2
+    assert one_line_error(capsys) == "my.yaml:4:1: not valid YAML: key 'train' given twice (first at line 2); keep one"
+    with pytest.raises(ConfigError, match="key 'steps' given twice"):
+        load_config(None, ["output_dir=run", "train={steps: 3, steps: 4}"])
+    (user_dir / "merged.yaml").write_text("output_dir: run\nbase: &b {steps: 3, lr: 1.0e-3}\n"
+                                          "train: {<<: *b, steps: 5}\n")
+    from metaxlm.config.yaml import read_yaml
+    assert read_yaml((user_dir / "merged.yaml").read_text())["train"] == {"steps": 5, "lr": 1.0e-3}
 
 def test_a_config_built_in_code_is_checked_the_same_way(user_dir):
     from metaxlm.data.inputs import check_inputs

@@ -35,6 +35,25 @@ def _exponent_number(loader: yaml.SafeLoader, node: yaml.ScalarNode) -> int | fl
 _ConfigLoader.add_constructor("tag:metaxlm,2026:number", _exponent_number)
 
 
+def _mapping_without_repeats(loader: yaml.SafeLoader, node: yaml.MappingNode):
+    """A mapping whose keys are each written once: YAML's last-one-wins would drop the first value unsaid (two
+    `train:` sections, one of them lost). Keys a merge (`<<: *base`) brings may be set again: that is what it is for."""
+    seen: dict[Any, yaml.Node] = {}
+    for key_node, _ in node.value:
+        if not isinstance(key_node, yaml.ScalarNode) or key_node.tag == "tag:yaml.org,2002:merge":
+            continue
+        key = loader.construct_object(key_node)
+        if key in seen:
+            raise yaml.constructor.ConstructorError(
+                None, None, f"key {key!r} given twice (first at line {seen[key].start_mark.line + 1}); keep one",
+                key_node.start_mark)
+        seen[key] = key_node
+    return (yield from loader.construct_yaml_map(node))
+
+
+_ConfigLoader.add_constructor(yaml.resolver.BaseResolver.DEFAULT_MAPPING_TAG, _mapping_without_repeats)
+
+
 def read_yaml(text: str) -> Any:
     """YAML text as Python values, safely (no tags that build objects), with numbers as people write them."""
     return yaml.load(text, Loader=_ConfigLoader)  # noqa: S506 (a SafeLoader subclass: safe_load with one resolver)
