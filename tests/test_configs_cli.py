@@ -140,3 +140,21 @@ def test_the_minimal_config_in_the_docs_is_the_packaged_quickstart():
     shown = re.search(r"```yaml\n(.*?)```", section, re.S).group(1)
     assert shown == packaged.find_config("quickstart").read_text(encoding="utf-8")
     assert load_config(packaged.find_config("quickstart")).variants  # and it is a valid run config
+
+
+def test_a_reader_that_leaves_ends_the_listing_quietly(monkeypatch):
+    """`metaxlm configs list | head -1`: once the reader closes the pipe, the command stops with SIGPIPE's status,
+    no BrokenPipeError traceback (neither from the command nor from Python's flush at exit)."""
+    import os
+    import sys
+
+    read_end, write_end = os.pipe()
+    os.close(read_end)  # the reader has gone before the first line
+    pipe = os.fdopen(write_end, "w", buffering=1)
+    monkeypatch.setattr(sys, "stdout", pipe)
+    try:
+        assert main(["configs", "list"]) == 141
+        pipe.write("after\n")  # stdout now goes nowhere: nothing raises at exit either
+        pipe.flush()
+    finally:
+        pipe.close()

@@ -489,6 +489,9 @@ def main(argv: list[str] | None = None) -> int:
             sys.stdout.flush()
             os._exit(2)
         return 2
+    except BrokenPipeError:  # `metaxlm configs list | head`: the reader has gone, so nothing is left to say
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())  # nor at exit, when Python flushes stdout
+        return 141  # 128 + SIGPIPE, what the shell reports for a writer whose pipe closed
     except KeyboardInterrupt:
         print(f"metaxlm: {label(_stopped('interrupted', args))}", file=sys.stderr, flush=True)
         return 130
