@@ -38,9 +38,10 @@ def packaged(kind: Kind, name: str) -> Path | None:
 
 
 def find_config(path_or_name: str | Path, kind: Kind = "run") -> Path:
-    """An existing file as it is, else the packaged config of that name; else a ConfigError listing the names."""
+    """An existing file as it is (a FIFO or /dev/stdin too), else the packaged config of that name; else a
+    ConfigError listing the names."""
     path = Path(path_or_name)
-    if path.is_file():
+    if path.exists() and not path.is_dir():
         return path
     if (found := packaged(kind, str(path_or_name))) is not None:
         return found
