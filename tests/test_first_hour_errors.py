@@ -243,3 +243,16 @@ def test_a_config_built_in_code_is_checked_the_same_way(user_dir):
                                                                   "mono": "corpus/{lang}.txt"}})
     with pytest.raises(DataError, match=r"^corpus/de.txt: empty file \(data.mono, language de\)"):
         check_inputs(cfg)
+
+
+def test_the_packaged_dictionaries_are_read_through_their_root_before_the_first_stage():
+    """The demo's dictionaries are `{demo}/dict/en-{lang}.txt.xz` (metaxlm.roots): the input check reads them where
+    the pretraining reads them (RunConfig.dictionary_paths), not through a template of its own (a KeyError on
+    `{demo}`: `make demo` stopped before its first stage)."""
+    from metaxlm.data.inputs import check_inputs
+    from metaxlm.packaged import find_config
+
+    cfg = load_config(find_config("demo"), ["output_dir=run"])
+    paths = cfg.dictionary_paths()
+    assert sum(Path(p).is_file() for p in paths.values()) >= 2  # (ru, zh, ... have none: matched without)
+    check_inputs(cfg, mono=False, parallel=False)

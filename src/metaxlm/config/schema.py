@@ -454,6 +454,12 @@ class RunConfig(Strict):
         warmups = {key: round(getattr(train, key) * self.scale) for key in ("warmup_steps", "head_warmup_steps")}
         return train.model_copy(update={**times, **warmups})
 
+    def dictionary_paths(self) -> dict[str, str]:
+        """The en-xx dictionary path of each non-pivot language (`meta.dictionaries`, its roots filled:
+        metaxlm.roots); a file that is not there is no error: that language is matched without one."""
+        template = expand_roots(self.meta.dictionaries)
+        return {lang: template.format(lang=lang) for lang in self.data.languages if lang != self.data.pivot}
+
     def variant_order(self) -> list[str]:
         """Variants in an order where every variant comes after the variant it starts from."""
         order: list[str] = []

@@ -39,9 +39,8 @@ def check_inputs(cfg: RunConfig, *, mono: bool = True, parallel: bool = True, di
             check_parallel(spec, f"data.parallel, pair {pair}", skip_bad=skip_bad)
     if dictionaries and "pretrain" in cfg.stages and any(
             cfg.variants[v].use_dict and cfg.variants[v].init != "none" for v in cfg.variant_order()):
-        for lang in cfg.data.languages:
-            path = Path(cfg.meta.dictionaries.format(lang=lang))
-            if lang != cfg.data.pivot and path.is_file():  # a language without a dictionary file is matched without
+        for lang, path in cfg.dictionary_paths().items():
+            if Path(path).is_file():  # a language without a dictionary file is matched without
                 _drain(lambda path=path: readers.read_muse_dict(path, skip_bad=skip_bad, report=SkipReport()),
                        f"meta.dictionaries, language {lang}")
 

@@ -25,7 +25,6 @@ from metaxlm.pretrain.engine import PretrainResult, pretrain
 from metaxlm.pretrain.objectives import ObjectiveContext, build_objectives, parse_objectives
 from metaxlm.pretrain.vocabulary import FullVocabulary
 from metaxlm.registry import load_plugins
-from metaxlm.roots import expand_roots
 from metaxlm.run import stamps
 from metaxlm.run.layout import RunDir
 from metaxlm.run.processes import is_main, rank0_first, stop_on_peer_failure, together, wait_for_main
@@ -148,9 +147,7 @@ def start_digest(cfg: RunConfig, variant: str, *, progress: bool = True) -> dict
 
 
 def _dictionaries(cfg: RunConfig) -> dict[str, str]:
-    template = expand_roots(cfg.meta.dictionaries)
-    paths = {lang: template.format(lang=lang) for lang in cfg.data.languages if lang != cfg.data.pivot}
-    return {lang: p for lang, p in paths.items() if Path(p).exists()}
+    return {lang: p for lang, p in cfg.dictionary_paths().items() if Path(p).exists()}
 
 
 def _token_counts(train_data: dict, limit: int = 5000) -> dict:
