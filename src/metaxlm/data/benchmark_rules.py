@@ -5,6 +5,10 @@ One set of rules, so a task scores the same items from either source."""
 from __future__ import annotations
 
 import re
+import warnings
+from pathlib import Path
+
+from metaxlm.errors import DataError
 
 # the message of every unlabelled-item error: public test files often ship without labels
 UNLABELLED = "unlabelled items cannot be scored"
@@ -39,3 +43,14 @@ def checked_answer(answer: object, context: str, split: str, relocated: list[str
     if split == "test":  # only the text is scored
         return text, -1
     return f"answer {text!r} does not occur in its context"
+
+
+def finished_questions(examples: list, relocated: list[str], where: str | Path) -> list:
+    """A QA loader's questions once read: none is an error, and moved answer starts are said once (a warning naming
+    the first), as every QA loader does."""
+    if not examples:
+        raise DataError(where, None, "no questions")
+    if relocated:
+        warnings.warn(f"{where}: moved {len(relocated)} answer start(s) to where the answer text is, e.g. "
+                      f"{relocated[0]}", stacklevel=4)  # the caller of the loader
+    return examples

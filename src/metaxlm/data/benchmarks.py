@@ -26,6 +26,7 @@ from metaxlm.data.benchmark_rules import PAWSX_LABELS as _PAWSX_LABELS
 from metaxlm.data.benchmark_rules import UNLABELLED as _UNLABELLED
 from metaxlm.data.benchmark_rules import XNLI_LABELS as _XNLI_LABELS
 from metaxlm.data.benchmark_rules import checked_answer as _answer
+from metaxlm.data.benchmark_rules import finished_questions
 from metaxlm.data.examples import (
     AlignmentSet,
     ClassificationExample,
@@ -298,12 +299,7 @@ def _squad(path: Path, *, split: str = "test", **_) -> list[QAExample]:
                 if problem := next((a for a in answers if isinstance(a, str)), None):
                     raise DataError(path, _line_of(lines, qid), f"question {qid!r}: {problem}")
                 examples.append(QAExample(qid, qa["question"], context, tuple(answers), article.get("title", "")))
-    if not examples:
-        raise DataError(path, None, "no questions")
-    if relocated:
-        warnings.warn(f"{path}: moved {len(relocated)} answer start(s) to where the answer text is, e.g. "
-                      f"{relocated[0]}", stacklevel=3)
-    return examples
+    return finished_questions(examples, relocated, path)
 
 
 # --- Tatoeba sentence retrieval ----------------------------------------------------------------------------

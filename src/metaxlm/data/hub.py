@@ -15,7 +15,6 @@ reference.
 
 from __future__ import annotations
 
-import warnings
 from collections.abc import Callable
 from typing import Any, NamedTuple
 
@@ -26,6 +25,7 @@ from metaxlm.data.benchmark_rules import (
     UNLABELLED,
     XNLI_LABELS,
     checked_answer,
+    finished_questions,
 )
 from metaxlm.data.examples import ClassificationExample, QAExample, TaggingExample
 from metaxlm.errors import DataError
@@ -254,12 +254,7 @@ def _squad(dataset, where: str, *, split: str = "test", **_) -> list[QAExample]:
             raise DataError(where, None, f"row {row}: question {item['id']!r}: {problem}")
         examples.append(QAExample(str(item["id"]), item["question"], item["context"], tuple(answers),
                                   item.get("title") or ""))
-    if not examples:
-        raise DataError(where, None, "no questions")
-    if relocated:
-        warnings.warn(f"{where}: moved {len(relocated)} answer start(s) to where the answer text is, e.g. "
-                      f"{relocated[0]}", stacklevel=3)
-    return examples
+    return finished_questions(examples, relocated, where)
 
 
 # --- Tatoeba sentence retrieval ---------------------------------------------------------------------------------
