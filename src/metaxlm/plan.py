@@ -21,6 +21,7 @@ from pathlib import Path
 
 from metaxlm.config import RunConfig, load_config
 from metaxlm.errors import ConfigError, MetaXLMError
+from metaxlm.run.clock import hms
 from metaxlm.run.layout import RunDir
 
 
@@ -354,12 +355,6 @@ def run_status(run_dir: str | Path) -> RunStatus:
 
 
 # -- printing ----------------------------------------------------------------------------------------------------
-def _hms(seconds: float) -> str:
-    from metaxlm.run.clock import hms
-
-    return hms(seconds)
-
-
 def _plural(n: int, word: str) -> str:
     return f"{n:,} {word}{'' if n == 1 else 's'}"
 
@@ -399,8 +394,8 @@ def _eta_line(eta: Eta) -> str:
         return "ETA: no timing on record for this CPU (a run measures its steps and prints the whole-run ETA as it goes)"
     where = f", measured on {eta.measured_on}" if eta.measured_on else ""
     if eta.unknown:
-        return f"ETA: more than {_hms(eta.seconds)} ({' and '.join(eta.unknown)} not measured yet{where})"
-    return f"ETA: {_hms(eta.seconds)} (from this run's timings.json{where})"
+        return f"ETA: more than {hms(eta.seconds)} ({' and '.join(eta.unknown)} not measured yet{where})"
+    return f"ETA: {hms(eta.seconds)} (from this run's timings.json{where})"
 
 
 def _body(plan: RunPlan, steps_now: dict[str, int] | None = None) -> list[str]:
