@@ -11,8 +11,9 @@ SHARED_DATA = REPO.parent / "shared" / "data"
 # The files of the longest tests (several processes, memory limits: 30-100 s each), collected first: pytest-xdist's
 # work stealing then spreads the short tests over both workers at the end instead of leaving one worker idle behind
 # a long test started last. Whole files move, so their module fixtures are still built once.
-LONG_FIRST = ("test_multinode.py", "test_sharding.py", "test_multiprocess_faults.py", "test_veco.py",
-              "test_larger_than_memory.py", "test_engine.py", "test_moco.py", "test_dwa.py", "test_wheel.py")
+LONG_FIRST = ("test_multinode.py", "test_two_processes.py", "test_sharding.py", "test_multiprocess_faults.py",
+              "test_veco.py", "test_larger_than_memory.py", "test_engine.py", "test_moco.py", "test_dwa.py",
+              "test_wheel.py")
 
 
 def pytest_collection_modifyitems(config, items):

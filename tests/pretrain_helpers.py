@@ -4,7 +4,6 @@ import json
 import os
 import shutil
 import subprocess
-import sys
 from pathlib import Path
 
 import warm_cli
@@ -80,40 +79,6 @@ def assert_runs_identical(ref: Path, run: Path, step: int, files=("model.safeten
         assert sa.keys() == sb.keys(), name
         for k in sa:
             assert torch.equal(sa[k], sb[k]), (name, k)  # bit-exact
-
-
-def one_and_two_processes(template: Path, tmp_path: Path, objectives: str, steps: int = 3,
-                          extra: tuple[str, ...] = ()) -> tuple[Path, Path]:
-    """The same run (fp32, no dropout, grad_accum 2) in 1 process and in 2 gloo processes (torchrun); returns the
-    two variant directories. `extra`: more overrides (e.g. `model.arch=veco`)."""
-    common = ["--no-progress", "train.precision=fp32", "model.dropout=0.0", "model.attention_dropout=0.0",
-              "train.grad_accum=2", f"train.steps={steps}", f"train.objectives={objectives}", *extra]
-    cfg = make_config(template, tmp_path)
-    shutil.copytree(template, tmp_path / "one")
-    shutil.copytree(template, tmp_path / "two")
-    one = cli("pretrain", str(cfg), *common, f"output_dir={tmp_path / 'one'}")
-    assert one.returncode == 0, one.stderr[-3000:]
-    torchrun = Path(sys.executable).parent / "torchrun"
-    two = subprocess.run([str(torchrun), "--standalone", "--nproc_per_node=2", "-m", "metaxlm.cli", "pretrain",
-                          str(cfg), *common, f"output_dir={tmp_path / 'two'}"], capture_output=True, text=True)
-    assert two.returncode == 0, two.stderr[-3000:]
-    return tmp_path / "one" / "pretrain" / "xlm", tmp_path / "two" / "pretrain" / "xlm"
-
-
-def sharded_run(template: Path, tmp_path: Path, objectives: str, steps: int = 3,
-                extra: tuple[str, ...] = ()) -> Path:
-    """The run of `one_and_two_processes` (same config and settings) in 2 gloo processes sharded with torch's FSDP
-    (`train.sharding=fsdp`); returns its variant directory."""
-    common = ["--no-progress", "train.precision=fp32", "model.dropout=0.0", "model.attention_dropout=0.0",
-              "train.grad_accum=2", f"train.steps={steps}", f"train.objectives={objectives}", *extra,
-              "train.sharding=fsdp"]
-    cfg = make_config(template, tmp_path)
-    shutil.copytree(template, tmp_path / "fsdp")
-    torchrun = Path(sys.executable).parent / "torchrun"
-    run = subprocess.run([str(torchrun), "--standalone", "--nproc_per_node=2", "-m", "metaxlm.cli", "pretrain",
-                          str(cfg), *common, f"output_dir={tmp_path / 'fsdp'}"], capture_output=True, text=True)
-    assert run.returncode == 0, run.stderr[-3000:]
-    return tmp_path / "fsdp" / "pretrain" / "xlm"
 
 
 def assert_same_losses_and_weights(one: Path, two: Path, names: tuple[str, ...], steps: int = 3) -> list[dict]:

@@ -6,11 +6,9 @@ import pytest
 import torch
 from pretrain_helpers import (
     TINY,
-    assert_same_losses_and_weights,
     check_resume_after_sigkill,
     make_config,
     metrics,
-    one_and_two_processes,
 )
 from safetensors.torch import load_file
 
@@ -329,7 +327,7 @@ def test_bad_layers_are_errors_naming_the_key(model, tok):
     assert default_label_layer(12) == 10 and default_label_layer(6) == 5 and default_label_layer(2) == 2
 
 
-# -- in the engine: shared forward, resume, 2 processes, export ------------------------------------------------------
+# -- in the engine: shared forward, resume, export ------------------------------------------------------------------
 def test_dwa_in_a_run_logs_its_loss_exports_its_head_and_warns_on_a_cold_start(parallel_template, tmp_path):
     cfg = load_config(make_config(parallel_template, tmp_path, steps=2),
                       ["train.objectives={mlm: 1.0, tlm: 1.0, dwa: 1.0}", "variants={x: {init: none}}"])
@@ -380,13 +378,6 @@ def test_resume_after_sigkill_is_exact_with_dwa(parallel_template, tmp_path):
     head = load_file(str(ckpt / f"step_{steps:08d}" / "objectives.safetensors"))
     assert {"dwa.query.weight", "dwa.key.weight"} <= set(head)
 
-
-def test_two_processes_match_one_with_dwa(parallel_template, tmp_path):
-    one, two = one_and_two_processes(parallel_template, tmp_path, "{mlm: 1.0, tlm: 1.0, dwa: 1.0}")
-    assert_same_losses_and_weights(one, two, ("loss", "loss/mlm", "loss/tlm", "loss/dwa"))
-    ha, hb = (load_file(str(d / "final" / "objectives.safetensors")) for d in (one, two))
-    for k in ha:
-        torch.testing.assert_close(ha[k], hb[k], rtol=1e-4, atol=1e-5)
 
 
 def test_the_exported_head_continues_training(parallel_template, tmp_path, model, tok):

@@ -41,7 +41,10 @@ HOSTILE_YAML = [
     ".nan", "1e999", "!!binary aGVsbG8=", "!!binary /w==", "!!python/object/apply:os.system [echo]", "!!float abc",
     "!!int x", "!!set {a, b}", "!!omap [a: 1]", '"a\\0b"', '"\\ud800"', '"\\e[31m"', '"\\x7f"', '"tab\\there"', "~",
     "yes", "0x1F", "0o17", "1_000", "[a, b", "{a: 1}", "&a x", "*a", "|", "- a", "%YAML 1.1", "---", "...", "? a",
-    "@", "`", "x: y: z", "'", "[" * 2000 + "]" * 2000, "&a [*a]", "&a {k: *a}",
+    "@", "`", "x: y: z", "'", "&a [*a]", "&a {k: *a}",
+    # nested past Python's stack (PyYAML's composer recurses twice a level; 700 levels > its 1,000 frames): deeper
+    # only costs time, quadratic in PyYAML's scanner (2,000 levels: 5 s a load on a loaded 2-core CI)
+    "[" * 700 + "]" * 700,
     # a billion laughs: nine levels of nine aliases each
     "[" + ", ".join(f"&l{i} [{', '.join([f'*l{i - 1}' if i else 'lol'] * 9)}]" for i in range(9)) + "]",
 ]
@@ -170,18 +173,28 @@ def test_fuzz_apply_override_sets_the_parsed_value(text):
     assert same(node, read_yaml(raw) if raw.strip() else "")  # YAML, with exponent numbers as numbers
 
 
-def same(a: object, b: object, compared: set | None = None) -> bool:
+def same(a: object, b: object) -> bool:
     """Equal as YAML values: NaN equals NaN, and each pair of containers is compared once, so that aliases shared
-    a billion times or holding themselves take no longer than their source."""
-    compared = set() if compared is None else compared
-    if isinstance(a, float) and isinstance(b, float):
-        return a == b or (a != a and b != b)
-    if isinstance(a, list | dict) and type(a) is type(b):
-        if (id(a), id(b)) in compared:
-            return True
-        compared.add((id(a), id(b)))
-        pairs = zip(a.items(), b.items(), strict=True) if isinstance(a, dict) else zip(a, b, strict=True)
-        return len(a) == len(b) and all(same(x, y, compared) for x, y in pairs)
-    if isinstance(a, tuple) and isinstance(b, tuple):  # a dict's (key, value)
-        return len(a) == len(b) and all(same(x, y, compared) for x, y in zip(a, b, strict=True))
-    return type(a) is type(b) and a == b
+    a billion times or holding themselves take no longer than their source. Iterative: a value nested as deep as
+    the loader allows is compared without exhausting the stack."""
+    compared: set[tuple[int, int]] = set()
+    pending = [(a, b)]
+    while pending:
+        a, b = pending.pop()
+        if isinstance(a, float) and isinstance(b, float):
+            if not (a == b or (a != a and b != b)):
+                return False
+        elif isinstance(a, list | dict) and type(a) is type(b):
+            if (id(a), id(b)) in compared:
+                continue
+            compared.add((id(a), id(b)))
+            if len(a) != len(b):
+                return False
+            pending.extend(zip(a.items(), b.items(), strict=True) if isinstance(a, dict) else zip(a, b, strict=True))
+        elif isinstance(a, tuple) and isinstance(b, tuple):  # a dict's (key, value)
+            if len(a) != len(b):
+                return False
+            pending.extend(zip(a, b, strict=True))
+        elif not (type(a) is type(b) and a == b):
+            return False
+    return True

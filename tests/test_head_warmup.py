@@ -1,6 +1,6 @@
 """The new-head warm-up (`train.head_warmup_steps`): which parameters a start model lacked, the body held
 bit-identical while the new modules train, a fresh Adam state and an lr warm-up of its own when it joins, exact
-resume inside and after the warm-up, 2 processes = 1, and nothing changed when it is off."""
+resume inside and after the warm-up (2 processes = 1: tests/test_two_processes.py), and nothing changed when it is off."""
 
 import shutil
 
@@ -9,11 +9,9 @@ import torch
 from pretrain_helpers import (
     TINY,
     assert_runs_identical,
-    assert_same_losses_and_weights,
     kill_after_checkpoint,
     make_config,
     metrics,
-    one_and_two_processes,
 )
 from safetensors.torch import load_file, save_file
 
@@ -45,7 +43,7 @@ def encoder_dir(tok, tmp_path_factory):
     config = BertConfig(vocab_size=len(tok), hidden_size=TINY["hidden"], num_hidden_layers=TINY["layers"],
                         num_attention_heads=TINY["heads"], intermediate_size=TINY["ffn"],
                         max_position_embeddings=TINY["max_positions"], pad_token_id=tok.pad_token_id,
-                        hidden_dropout_prob=0.0, attention_probs_dropout_prob=0.0)  # 2 processes = 1 exactly
+                        hidden_dropout_prob=0.0, attention_probs_dropout_prob=0.0)  # deterministic
     torch.manual_seed(5)
     BertModel(config).save_pretrained(out)
     tok.save_pretrained(out)
@@ -190,11 +188,3 @@ def test_off_or_not_applicable_changes_nothing(run_template, tmp_path, capsys):
     assert all(torch.equal(weights[0][k], weights[3][k]) for k in weights[0])
     assert "head warm-up: off (train.head_warmup_steps=3): the run does not continue a start model" in \
         capsys.readouterr().out
-
-
-@pytest.mark.slow
-def test_two_processes_match_one_in_the_warm_up(parallel_template, encoder_dir, tmp_path):
-    one, two = one_and_two_processes(parallel_template, tmp_path, "{mlm: 1.0, dwa: 1.0}", steps=3,
-                                     extra=("train.head_warmup_steps=2", *start_from(encoder_dir)))
-    rows = assert_same_losses_and_weights(one, two, ("loss", "loss/mlm", "loss/dwa", "lr", "lr/new"))
-    assert [r.get("head_warmup") for r in rows if "loss" in r] == [1, 1, None]

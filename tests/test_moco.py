@@ -8,11 +8,9 @@ import torch
 import torch.nn.functional as F
 from pretrain_helpers import (
     TINY,
-    assert_same_losses_and_weights,
     check_resume_after_sigkill,
     make_config,
     metrics,
-    one_and_two_processes,
 )
 from safetensors.torch import load_file
 
@@ -252,7 +250,7 @@ def test_mlm_on_pair_sides_masks_each_side_alone(tok):
     assert loss.requires_grad and loss.item() > 0
 
 
-# -- in the engine: resume with the queue, 2 processes, export ------------------------------------------------------------
+# -- in the engine: resume with the queue, export ------------------------------------------------------------------------
 MOCO_RUN = "train.objectives={moco: {weight: 1.0, queue_size: 10, lr_scale: 10.0}, tlm: {weight: 1.0, order: shuffled}}"
 
 
@@ -284,15 +282,3 @@ def test_resume_after_sigkill_is_exact_with_moco(parallel_template, tmp_path):
                                       eval_every=8)
     state = load_file(str(ckpt / f"step_{16:08d}" / "objectives.safetensors"))
     assert int(state["moco.queue_ptr"]) == (16 * 8) % 10
-
-
-def test_two_processes_match_one_with_moco(parallel_template, tmp_path):
-    # global batch 8, queue 10: not a multiple of it (the reference MoCo code asserts that it is)
-    one, two = one_and_two_processes(parallel_template, tmp_path,
-                                     "{moco: {weight: 1.0, queue_size: 10}, tlm: {weight: 1.0, order: shuffled}}")
-    assert_same_losses_and_weights(one, two, ("loss", "loss/moco", "loss/tlm"))
-    sa, sb = (load_file(str(d / "final" / "objectives.safetensors")) for d in (one, two))
-    assert sa.keys() == sb.keys()
-    for k in sa:
-        # one process or two sum in another order: seen up to 2.3e-5 (one of 300 values) on an AVX2-only EPYC
-        torch.testing.assert_close(sa[k], sb[k], rtol=1e-3, atol=5e-5)

@@ -29,8 +29,12 @@ from pretrain_helpers import (
 
 BIN = Path(sys.executable).parent
 ACCELERATE = Path(__file__).resolve().parents[1] / "configs" / "accelerate"
+# long enough for one node to be killed midway (after its checkpoint of step 4): a step of this tiny model costs
+# ~0.1 s, a launch ~20 s, so every launch trains the same steps and the kill test reuses the uninterrupted two-node run
+STEPS = 10
 COMMON = ["--no-progress", "train.precision=fp32", "model.dropout=0.0", "model.attention_dropout=0.0",
-          "train.grad_accum=2", "train.steps=3"]
+          "train.grad_accum=2", f"train.steps={STEPS}", "train.save_every=2", "train.eval_every=5",
+          "train.keep_checkpoints=20"]
 OBJECTIVES = "train.objectives={mlm: 1.0, tlm: 1.0}"
 TIMEOUT_S = 600
 
@@ -77,13 +81,13 @@ def check_launch(out: Path, nodes: list[subprocess.CompletedProcess], references
     for node in nodes:
         assert node.returncode == 0, node.stderr[-3000:]
     for reference in references:
-        assert_same_losses_and_weights(reference, out / "pretrain" / "xlm", ("loss", "loss/mlm", "loss/tlm"))
+        assert_same_losses_and_weights(reference, out / "pretrain" / "xlm", ("loss", "loss/mlm", "loss/tlm"), steps=STEPS)
     # two processes trained (a launcher that starts one per node computes the same numbers: the record says)
     assert json.loads((out / "pretrain" / "xlm" / "summary.json").read_text())["processes"] == 2
     # only global rank 0 writes: one "pretrained" line in all the output, one metrics log with each step once
     assert "".join(node.stdout for node in nodes).count("pretrained xlm:") == 1
     steps = [line for line in (out / "pretrain" / "xlm" / "metrics.jsonl").read_text().splitlines() if '"loss"' in line]
-    assert len(steps) == 3
+    assert len(steps) == STEPS
 
 
 @pytest.fixture(scope="module")
@@ -101,21 +105,29 @@ def reference(parallel_template, tmp_path_factory):
                            OBJECTIVES, f"output_dir={root / 'one_node'}"], capture_output=True, text=True,
                           timeout=TIMEOUT_S)
     runs = {name: root / name / "pretrain" / "xlm" for name in ("one", "one_node")}
-    return root, cfg, runs, node
+    # the two-node torchrun launch: checked by test_two_nodes_equal_one_node_and_one_process, and the uninterrupted
+    # run the kill test's resumed run must equal
+    shutil.copytree(root / "one", root / "two_nodes_torchrun", ignore=shutil.ignore_patterns("pretrain"))
+    torchrun = two_nodes("torchrun", ["pretrain", str(cfg), *COMMON, OBJECTIVES,
+                                      f"output_dir={root / 'two_nodes_torchrun'}"])
+    return root, cfg, runs, {"one_node": node, "torchrun": torchrun}
 
 
 def test_one_node_of_two_processes_equals_one_process(reference):
     """configs/accelerate/ddp-cpu-2proc.yaml starts two processes (accelerate's MULTI_CPU type started one)."""
-    root, _, runs, node = reference
-    check_launch(root / "one_node", [node], [runs["one"]])
+    root, _, runs, launched = reference
+    check_launch(root / "one_node", [launched["one_node"]], [runs["one"]])
 
 
 @pytest.mark.parametrize("launcher", ["torchrun", "accelerate"])
 def test_two_nodes_equal_one_node_and_one_process(reference, launcher):
-    root, cfg, runs, _ = reference
+    root, cfg, runs, launched = reference
     out = root / f"two_nodes_{launcher}"
-    shutil.copytree(root / "one", out, ignore=shutil.ignore_patterns("pretrain"))
-    nodes = two_nodes(launcher, ["pretrain", str(cfg), *COMMON, OBJECTIVES, f"output_dir={out}"])
+    if launcher == "torchrun":  # launched by the fixture
+        nodes = launched["torchrun"]
+    else:
+        shutil.copytree(root / "one", out, ignore=shutil.ignore_patterns("pretrain"))
+        nodes = two_nodes(launcher, ["pretrain", str(cfg), *COMMON, OBJECTIVES, f"output_dir={out}"])
     check_launch(out, nodes, [runs["one"], runs["one_node"]])
 
 
@@ -141,15 +153,12 @@ def test_killing_one_node_stops_the_other_and_resume_continues_exactly(reference
     """Node 1 (its launcher and its worker) SIGKILLed after a checkpoint, as when a machine dies: node 0 stops with
     one line naming the last good checkpoint; both nodes started again with --resume end bit-identical to the
     uninterrupted two-node run (logs, weights)."""
-    root, cfg, _, _ = reference
-    steps = 12  # long enough to be killed midway
-    longer = [*(a for a in COMMON if not a.startswith("train.steps=")), f"train.steps={steps}", "train.save_every=2",
-              "train.eval_every=6", "train.keep_checkpoints=20"]
-    for name in ("uninterrupted", "killed"):
-        shutil.copytree(root / "one", root / name, ignore=shutil.ignore_patterns("pretrain"))
-    for node in two_nodes("torchrun", ["pretrain", str(cfg), *longer, OBJECTIVES, f"output_dir={root / 'uninterrupted'}"]):
+    root, cfg, _, launched = reference
+    steps = STEPS
+    for node in launched["torchrun"]:  # the uninterrupted two-node run
         assert node.returncode == 0, node.stderr[-3000:]
-    args = ["pretrain", str(cfg), *longer, OBJECTIVES, f"output_dir={root / 'killed'}"]
+    shutil.copytree(root / "one", root / "killed", ignore=shutil.ignore_patterns("pretrain"))
+    args = ["pretrain", str(cfg), *COMMON, OBJECTIVES, f"output_dir={root / 'killed'}"]
     ckpt = root / "killed" / "pretrain" / "xlm" / "ckpt"
     _, (node0, node1) = start_two_nodes("torchrun", args)
     try:
@@ -173,5 +182,5 @@ def test_killing_one_node_stops_the_other_and_resume_continues_exactly(reference
     resumed = two_nodes("torchrun", [*args, "--resume"])
     for node in resumed:
         assert node.returncode == 0, node.stderr[-3000:]
-    assert_runs_identical(root / "uninterrupted" / "pretrain" / "xlm", root / "killed" / "pretrain" / "xlm", steps,
+    assert_runs_identical(root / "two_nodes_torchrun" / "pretrain" / "xlm", root / "killed" / "pretrain" / "xlm", steps,
                           files=("model.safetensors",))

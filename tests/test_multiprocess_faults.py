@@ -4,7 +4,7 @@
 - rank 1 SIGKILLed mid-run: rank 0 stops within a bound with one message naming the last good checkpoint (exit code
   2, no traceback, no hang), and `--resume` with 2 processes ends bit-identical to the uninterrupted 2-process run;
 - rank 1 frozen (SIGSTOP): rank 0 stops after METAXLM_COLLECTIVE_TIMEOUT with the timeout message;
-- `metaxlm run` under torchrun: rank 0 alone runs the other stages, every process pretrains;
+- (`metaxlm run` under torchrun, rank 0 alone running the other stages: tests/test_two_processes.py);
 - metaxlm.run.processes itself: the environment, a bad timeout value, the single-process case unchanged.
 """
 
@@ -182,30 +182,6 @@ def test_frozen_peer_stops_after_the_collective_timeout(runs):
                         f"rerun with --resume"), err[-3000:]
     # rank 1, woken up to be ended, may say why it stopped too: labelled with its rank
     assert all(ln.startswith("metaxlm: error: rank 1 stopped: ") for ln in lines[1:]), lines
-
-
-def test_run_under_torchrun_runs_other_stages_on_rank_0_only(runs):
-    """`metaxlm run` under torchrun: stats on rank 0 only, pretraining on both; the variant continues an encoder
-    without an MLM head, which rank 0 alone imports (with a new head) while rank 1 waits, then both train."""
-    from transformers import AutoTokenizer, BertModel
-
-    root, cfg = runs["root"], runs["cfg"]
-    final = root / "ref" / "pretrain" / "xlm" / "final"
-    encoder = root / "encoder"
-    BertModel.from_pretrained(str(final)).save_pretrained(str(encoder))
-    AutoTokenizer.from_pretrained(str(final)).save_pretrained(str(encoder))
-    shutil.copytree(runs["template"], root / "whole")
-    done = subprocess.run(torchrun("run", str(cfg), "--no-progress", "stages=[stats,pretrain]", *COMMON,
-                                   "train.steps=4", f"variants={{cont: {{start_from: {encoder}}}}}",
-                                   f"output_dir={root / 'whole'}"),
-                          capture_output=True, text=True, env=env(), timeout=600)
-    assert done.returncode == 0, done.stderr[-3000:]
-    assert done.stdout.count("== stage stats done") == 1 and done.stdout.count("run finished") == 1, done.stdout
-    assert (root / "whole" / "stats.json").exists()
-    variant = root / "whole" / "pretrain" / "cont"
-    assert (variant / "start" / "model.safetensors").exists()  # the imported start model
-    assert (variant / "final" / "model.safetensors").exists()
-    assert [r["step"] for r in metrics(variant) if "loss" in r] == [1, 2, 3, 4]
 
 
 # -- metaxlm.run.processes, in this process ------------------------------------------------------------------------------

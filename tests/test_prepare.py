@@ -93,7 +93,9 @@ def test_streams_in_bounded_memory(tokenizer_dir, tmp_path):
                 f.write(line)
         return size
 
-    raw_bytes = write(tmp_path / "big.txt.gz", 400_000)
+    lines = 150_000  # 8 MB of text: the bound below is half of it (the cgroup test in test_larger_than_memory.py
+    # checks prepare's memory against a hard limit, page cache included)
+    raw_bytes = write(tmp_path / "big.txt.gz", lines)
     write(tmp_path / "tiny.txt.gz", 10)
     script = textwrap.dedent(f"""
         import resource, sys
@@ -111,8 +113,8 @@ def test_streams_in_bounded_memory(tokenizer_dir, tmp_path):
 
     tiny = peak_kb(tmp_path / "tiny.txt.gz", tmp_path / "out_tiny")
     big = peak_kb(tmp_path / "big.txt.gz", tmp_path / "out")
-    tokens_bytes = 400_000 * 12 * 8  # what holding the token ids as Python ints would cost at least
-    assert raw_bytes > 20e6
+    tokens_bytes = lines * 12 * 8  # what holding the token ids as Python ints would cost at least
+    assert raw_bytes > 8e6
     for name, before, after in zip(("main", "worker"), tiny, big, strict=True):
         assert (after - before) * 1024 < min(raw_bytes, tokens_bytes) / 2, (name, before, after, raw_bytes)
-    assert len(datasets.load_from_disk(str(tmp_path / "out" / "mono" / "en"))) == 400_000
+    assert len(datasets.load_from_disk(str(tmp_path / "out" / "mono" / "en"))) == lines

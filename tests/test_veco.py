@@ -1,6 +1,6 @@
 """VECO (models/archs/veco.py, models/veco_export.py, pretrain/objectives/veco.py): the model's two modes, the
 objectives' causal mask and stop-gradient, the NLU and NLG exports, starting from BERT encoders, and the engine's
-exact resume / 2-process equivalence with the VECO objectives."""
+exact resume with the VECO objectives (2 processes = 1, also sharded: tests/test_two_processes.py)."""
 
 import json
 
@@ -11,8 +11,6 @@ from pretrain_helpers import (
     check_resume_after_sigkill,
     make_config,
     metrics,
-    one_and_two_processes,
-    sharded_run,
 )
 from safetensors.torch import load_file
 
@@ -561,35 +559,6 @@ def test_resume_after_sigkill_is_exact_with_veco(parallel_template, tmp_path):
     check_resume_after_sigkill(parallel_template, tmp_path, "model.arch=veco", VECO_RUN, steps=12, save_every=3,
                                kill_at=3, eval_every=6, files=("model.safetensors",))
 
-
-def test_two_processes_match_one_with_veco(parallel_template, tmp_path):
-    """2 processes under DDP, and 2 processes sharded with torch's FSDP (`train.sharding=fsdp`: cross-attention in
-    the sharded layers), each equal to 1 process within float tolerance."""
-    objectives = "{veco: {weight: 1.0, shuffle: true}, veco_segments: 0.5}"
-    one, two = one_and_two_processes(parallel_template, tmp_path, objectives, extra=("model.arch=veco",))
-    fsdp = sharded_run(parallel_template, tmp_path, objectives, extra=("model.arch=veco",))
-    assert json.loads((fsdp / "summary.json").read_text())["sharding"] == "fsdp"
-    for other in (two, fsdp):
-        ra, rb = metrics(one), metrics(other)
-        for name in ("loss", "loss/veco", "loss/veco_segments"):
-            la, lb = [r[name] for r in ra if name in r], [r[name] for r in rb if name in r]
-            assert len(la) == 3 and la == pytest.approx(lb, rel=1e-5), (other, name)
-        wa, wb = (load_file(str(d / "final" / "veco" / "model.safetensors")) for d in (one, other))
-        assert any("crossattention" in k for k in wa) and wa.keys() == wb.keys()
-        for k in wa:
-            torch.testing.assert_close(wa[k], wb[k], rtol=1e-4, atol=1e-5)
-
-
-def test_two_processes_train_a_veco_model_whose_cross_attention_is_unused(parallel_template, tmp_path):
-    """MLM only on a VECO model (IS mode: cross-attention gets no gradient) under DDP: the unused parameters are
-    declared, and 2 processes still equal 1 (cross-attention untouched in both)."""
-    one, two = one_and_two_processes(parallel_template, tmp_path, "{mlm: 1.0}", extra=("model.arch=veco",))
-    ra, rb = metrics(one), metrics(two)
-    la, lb = [r["loss"] for r in ra if "loss" in r], [r["loss"] for r in rb if "loss" in r]
-    assert len(la) == 3 and la == pytest.approx(lb, rel=1e-5)
-    wa, wb = (load_file(str(d / "final" / "veco" / "model.safetensors")) for d in (one, two))
-    for k in wa:
-        torch.testing.assert_close(wa[k], wb[k], rtol=1e-4, atol=1e-5)
 
 
 def test_cli_exports(tok, tmp_path, capsys):
