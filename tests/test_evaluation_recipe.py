@@ -102,7 +102,9 @@ def test_evaluate_and_report_stages(tiny_run):
     assert toy["transfer_gap"]["mean"] == pytest.approx(gap)
     retrieval = final["retrieval"]["toy"]
     assert retrieval["layers"] == [0, 1, 2] and len(retrieval["average"]) == 3
-    assert retrieval["per_language"]["de"]["pairs"] == 12
+    # 12 pairs: the first 4 are dev (where the layer is chosen), the 8 others test
+    assert retrieval["per_language"]["de"]["pairs"] == 8 and retrieval["split"]["dev_pairs"] == {"de": 4}
+    assert retrieval["chosen_on"] == "dev" and retrieval["chosen_layer"] in retrieval["layers"]
     alignment = final["alignment"]["toy"]  # 12 pairs: the first ceil(0.3 · 12) = 4 are dev
     assert alignment["method"] == "ot" and alignment["split"] == {"dev_fraction": 0.3, "dev_pairs": 4,
                                                                   "test_pairs": 8}
@@ -178,7 +180,7 @@ def test_finished_parts_are_reused_and_changed_ones_recomputed(tiny_run, monkeyp
     changed = load_config(tiny_run, ["evaluate.checkpoints=false", "evaluate.tasks={}",
                                      "evaluate.retrieval.toy.max_pairs=6"])
     results = recipe.evaluate_run(changed, progress=False)
-    assert calls == [1] and results[0]["retrieval"]["toy"]["per_language"]["de"]["pairs"] == 6
+    assert calls == [1] and results[0]["retrieval"]["toy"]["per_language"]["de"]["pairs"] == 4  # 6: 2 dev, 4 test
     # the probes' precision changes their numbers: a part of another precision is not reused
     recipe.evaluate_run(load_config(tiny_run, ["evaluate.checkpoints=false", "evaluate.tasks={}",
                                                "evaluate.retrieval.toy.max_pairs=6", "evaluate.precision=fp32"]),

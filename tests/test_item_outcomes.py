@@ -275,10 +275,10 @@ def test_retrieval_rows_give_each_layers_mean(encoder, bert_tokenizer, tmp_path)
     for lang, per in items["per_language"].items():
         assert "ranks" not in result["per_language"][lang]
         assert per["layers"] == result["layers"] == [0, 2, 3] and len(per["rows"]) == 3
-        for k, rows in enumerate(per["rows"]):
-            assert len(rows) == 12 and all(len(row) == 2 and min(row) >= 1 for row in rows)
+        for k, rows in enumerate(per["rows"]):  # the test part: 12 pairs, the first ceil(0.3 · 12) = 4 are dev
+            assert len(rows) == 8 and all(len(row) == 2 and min(row) >= 1 for row in rows)
             assert from_rows("rank", rows) == pytest.approx(result["per_language"][lang]["mean"][k], rel=1e-12)
-            assert sum(r[0] == 1 for r in rows) / 12 == result["per_language"][lang]["src2tgt"][k]
+            assert sum(r[0] == 1 for r in rows) / 8 == result["per_language"][lang]["src2tgt"][k]
     check_results({"model_name": "m", "retrieval": {"toy": json.loads(json.dumps(result))}}, Path("results.json"))
 
 

@@ -51,7 +51,10 @@ def _results(variant: str, step: int, final: bool) -> dict:
             "model_dir": f"/models/{variant}/{step}",
             "tasks": {"module": _task(means, [0, 1]),
                       "spans": _task({k: v - 0.1 for k, v in means.items()}, [0], note="test = held-out articles")},
-            "retrieval": {"demo": {"layers": layers, "average": peak,
+            # test accuracy peaks at layer 2, dev accuracy at layer 1: the report must show layer 1's test score
+            "retrieval": {"demo": {"layers": layers, "average": peak, "dev_average": [0.3, 0.6, 0.55, 0.2],
+                                   "chosen_layer": 1, "chosen_on": "dev",
+                                   "split": {"dev_fraction": 0.3, "dev_pairs": {"de": 30}, "test_pairs": {"de": 70}},
                                    "per_language": {"de": {"src2tgt": peak, "tgt2src": peak, "mean": peak}}}},
             # test AER dips at layer 2, dev AER at layer 3: the report must show layer 3's test scores
             "alignment": {"de-en": alignment_entry(layers, test={"aer": [1 - p for p in peak], "precision": peak,
@@ -98,8 +101,9 @@ def test_report_tables_figures_and_sections(run):
     assert "| metaxlm_dict | 75.0 | 65.0 | 65.0 | 68.3 | 10.0 |" in md
     # Steps section: every checkpoint, with target average and gap.
     assert "| metaxlm@step50 | 50 | 57.5 ± 1.4 | 12.5 ± 0.0 |" in md
-    # Best layer per model: retrieval peaks at layer 2 (75 % for metaxlm_dict).
-    assert "| metaxlm_dict | demo | 2 | 75.0 | 40.0 |" in md
+    # Retrieval: the test accuracy at the layer chosen on dev (1: dev 60.0, test 50.0), not at the best test layer
+    # (2: 75 % for metaxlm_dict); the last layer's beside it.
+    assert "| metaxlm_dict | demo | 30 / 70 | 1 | dev | 60.0 | 50.0 | 40.0 |" in md
     # Alignment: the test scores at the layer chosen on dev (3: dev AER 50.0), not at the best test layer (2,
     # test AER 25.0); the table says where the layer comes from.
     section = md[md.index("## Word alignment against layer"):]
@@ -319,3 +323,15 @@ def test_objective_losses_are_read_per_objective_and_plotted(tmp_path):
     assert plot_objective_losses(tmp_path, ["xa"], tmp_path / "o.png", {"xa": "#000000"})
     assert (tmp_path / "o.png").stat().st_size > 0
     assert not plot_objective_losses(tmp_path, ["missing"], tmp_path / "none.png", {})
+
+
+def test_retrieval_written_before_the_split_is_named_so(tmp_path):
+    """Results without a dev part (written before the dev/test split): the best layer is on the pairs scored, and
+    the report says the accuracy is not a test score."""
+    data = _results("metaxlm", 100, final=True)
+    data["retrieval"]["demo"] = {k: v for k, v in data["retrieval"]["demo"].items()
+                                 if k not in ("dev_average", "chosen_layer", "chosen_on", "split")}
+    _write(tmp_path, data)
+    md = write_report([tmp_path])["markdown"].read_text()
+    assert "| metaxlm | demo | – | 2 | the scored pairs (older results, no dev split) | – | 70.0 | 40.0 |" in md
+    assert "flatters the model and is not a test score" in md

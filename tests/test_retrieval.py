@@ -47,3 +47,69 @@ def test_sides_must_pair_up(model, tokenizer):
         retrieval_by_layer(model, tokenizer, SRC, TGT[:3])
     with pytest.raises(MetaXLMError):
         retrieval_by_layer(model, tokenizer, [], [])
+
+
+# -- the dev/test split (issue 65): the first pairs are dev, each part retrieved among its own pairs ----------------
+MORE_SRC = [*SRC, "the small cat", "a red house", "the window is open", "the chair is red", "das Fenster"]
+MORE_TGT = [*TGT, "die kleine Katze", "ein rotes Haus", "das Fenster ist offen", "der Stuhl ist rot", "the window"]
+
+
+def test_each_part_scores_as_the_set_of_its_own_pairs(model, tokenizer):
+    """dev = the first 30% (3 of 10), test = the rest; each part's accuracy is that of retrieval on its pairs alone:
+    a dev sentence is never a distractor of a test query."""
+    from metaxlm.features.retrieval import retrieval_dev_test
+
+    split = retrieval_dev_test(model, tokenizer, MORE_SRC, MORE_TGT, dev_fraction=0.3, precision="fp32")
+    assert split["pairs"] == {"dev": 3, "test": 7}
+    dev = retrieval_by_layer(model, tokenizer, MORE_SRC[:3], MORE_TGT[:3], precision="fp32")
+    test = retrieval_by_layer(model, tokenizer, MORE_SRC[3:], MORE_TGT[3:], precision="fp32", ranks=True)
+    for key in ("src2tgt", "tgt2src", "mean"):
+        assert split["dev"][key] == pytest.approx(dev[key]) and split["test"][key] == pytest.approx(test[key])
+    assert split["test"]["ranks"] == test["ranks"] and "ranks" not in split["dev"]
+    whole = retrieval_dev_test(model, tokenizer, MORE_SRC, MORE_TGT, dev_fraction=0.0, precision="fp32")
+    assert "dev" not in whole and whole["pairs"] == {"dev": 0, "test": 10}
+    assert whole["test"]["mean"] == pytest.approx(retrieval_by_layer(model, tokenizer, MORE_SRC, MORE_TGT,
+                                                                     precision="fp32")["mean"])
+
+
+def test_tatoeba_split_rule():
+    """Tatoeba's 1,000 pairs a language: 300 dev / 700 test (README, docs/evaluation.md)."""
+    from metaxlm.config import RetrievalEvalSpec
+    from metaxlm.data.examples import dev_test_split
+
+    assert RetrievalEvalSpec(path="x", format="tatoeba").dev_fraction == 0.3
+    assert dev_test_split(1000, 0.3) == (range(300), range(300, 1000))
+
+
+def test_the_reported_layer_is_chosen_on_dev_and_scored_on_test(model, tokenizer, tmp_path, monkeypatch):
+    from metaxlm.config import EvalConfig, RetrievalEvalSpec
+    from metaxlm.evaluation import recipe
+    from metaxlm.metrics import highest_accuracy_layer
+    from metaxlm.records import RetrievalResult
+
+    pairs = {"de": (MORE_SRC, MORE_TGT), "fr": (MORE_TGT, MORE_SRC)}
+    monkeypatch.setattr(recipe, "retrieval_pairs", lambda spec, lang, pivot: pairs[lang])
+    ecfg = EvalConfig(precision="fp32")
+    result = recipe.evaluate_retrieval(model, tokenizer, RetrievalEvalSpec(path="x"), ["en", "de", "fr"], "en", ecfg,
+                                       False)
+    RetrievalResult.model_validate(result)
+    assert result["split"] == {"dev_fraction": 0.3, "dev_pairs": {"de": 3, "fr": 3}, "test_pairs": {"de": 7, "fr": 7}}
+    dev = [(a + b) / 2 for a, b in zip(result["per_language"]["de"]["dev"]["mean"],
+                                       result["per_language"]["fr"]["dev"]["mean"], strict=True)]
+    assert result["dev_average"] == pytest.approx(dev) and result["chosen_on"] == "dev"
+    assert result["chosen_layer"] == highest_accuracy_layer(result["layers"], dev)
+    test = [(a + b) / 2 for a, b in zip(result["per_language"]["de"]["mean"], result["per_language"]["fr"]["mean"],
+                                        strict=True)]
+    assert result["average"] == pytest.approx(test)
+    assert len(result["items"]["per_language"]["de"]["rows"][0]) == 7  # the test pairs' ranks
+    whole = recipe.evaluate_retrieval(model, tokenizer, RetrievalEvalSpec(path="x", dev_fraction=0), ["en", "de"],
+                                      "en", ecfg, False)
+    assert whole["chosen_layer"] == whole["layers"][-1] and whole["chosen_on"] == "fixed default"
+    assert "dev_average" not in whole
+
+
+def test_ties_go_to_the_shallower_layer():
+    from metaxlm.metrics import highest_accuracy_layer
+
+    assert highest_accuracy_layer([0, 1, 2, 3], [0.5, 0.9, 0.9, 0.2]) == 1
+    assert highest_accuracy_layer([0, 1], [float("nan"), None]) is None

@@ -271,11 +271,19 @@ def cmd_align(args) -> None:
     if not on_dev and (args.dev_src or args.dev_tgt or args.dev_gold):
         raise ConfigError("align: --dev-src/--dev-tgt/--dev-gold choose the layer with --layer dev; give it, or "
                           "leave them out")
+    layer = args.layer
+    if layer is None:  # the layer the model's run chose on dev, when its directory records one
+        from metaxlm.models.encoder_card import ENCODER_INFO, read_encoder_info
+
+        recorded = (read_encoder_info(args.model) or {}).get("alignment_layer")
+        if isinstance(recorded, int):
+            layer = recorded
+            print(f"align: layer {layer} (recorded in {Path(args.model) / ENCODER_INFO}, chosen on dev)", flush=True)
     gold_options = {"fmt": args.gold_format, "src_base": args.gold_word_base, "sid_base": args.gold_sid_base}
     # both gold sets are read (and checked, naming file and line) before the model loads
     dev = load_alignment(args.dev_src, args.dev_tgt, args.dev_gold, **gold_options) if on_dev else None
     gold = load_alignment(args.src, args.tgt, args.gold, **gold_options) if args.gold else None
-    done = align_file(args.model, args.src, args.tgt, args.out, layer=None if on_dev else args.layer, dev=dev,
+    done = align_file(args.model, args.src, args.tgt, args.out, layer=None if on_dev else layer, dev=dev,
                       gold=gold, method=args.method, batch_size=args.batch_size, tokenizer_dir=args.tokenizer,
                       progress=not args.no_progress)
     print(f"aligned {done.pairs:,} sentence pairs at layer {done.layer} -> {args.out} (Pharaoh i-j, 0-based)")
@@ -396,7 +404,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--out", required=True)
     p.add_argument("--layer", type=_layer_arg, default=None,
                    help="encoder layer, or 'dev': the layer of lowest AER on the dev set (--dev-src, --dev-gold; "
-                        "ties: the shallower layer). Default: the aligner's default layer")
+                        "ties: the shallower layer). Default: the alignment layer the model directory records "
+                        "(metaxlm_encoder.json: chosen on dev by the run that made it), else the aligner's default")
     p.add_argument("--method", choices=("ot", "argmax", "itermax"), default="ot")
     p.add_argument("--dev-src", help="with --layer dev: 'src ||| tgt' lines, or the source side of a dev set")
     p.add_argument("--dev-tgt", help="with --layer dev: the dev set's target side (line-aligned with --dev-src)")

@@ -338,14 +338,24 @@ def stage_pretrain(cfg: RunConfig, progress: bool = True, clock: RunClock | None
     return comparison
 
 
+def stage_select(cfg: RunConfig, progress: bool = True) -> dict:
+    """Each selected variant's final/: its checkpoint best on the dev sets against its start (evaluation.selection)."""
+    from metaxlm.evaluation.selection import stage_select as select
+
+    return select(cfg, progress=progress)
+
+
 def stage_evaluate(cfg: RunConfig, progress: bool = True, clock: RunClock | None = None) -> list[dict]:
     """Evaluate the run's models; run_info.json records each one's model files and evaluate settings (their parts
     and fine-tuning runs are reused only under both unchanged: metaxlm.evaluation.recipe)."""
+    from metaxlm.evaluation.encoder_export import write_encoder_files
     from metaxlm.evaluation.recipe import eval_dir, evaluate_run, model_fingerprint, models_to_evaluate
     from metaxlm.records import RESULTS_FILE
 
     results = evaluate_run(cfg, progress=progress, clock=clock)
     for target in models_to_evaluate(cfg):
+        if target.final and target.variant is not None:  # its layers, sentence-transformers files and model card
+            write_encoder_files(cfg, target.variant)
         digest = stamps.fingerprint(model=model_fingerprint(target.model_dir, target.tokenizer_dir),
                                     evaluate=cfg.evaluate.model_dump(mode="json"), languages=cfg.data.languages,
                                     pivot=cfg.data.pivot, scale=cfg.scale)
@@ -366,7 +376,7 @@ def stage_report(cfg: RunConfig, progress: bool = True) -> dict:
 
 
 STAGES = {"vocab": stage_vocab, "prepare": stage_prepare, "stats": stage_stats, "pretrain": stage_pretrain,
-          "evaluate": stage_evaluate, "report": stage_report}
+          "select": stage_select, "evaluate": stage_evaluate, "report": stage_report}
 
 
 def run(cfg: RunConfig, progress: bool = True, recompute: list[str] | tuple[str, ...] = ()) -> None:
@@ -380,6 +390,10 @@ def run(cfg: RunConfig, progress: bool = True, recompute: list[str] | tuple[str,
         from metaxlm.pretrain.recipe import check_pretraining_config
 
         check_pretraining_config(cfg)
+    if "select" in cfg.stages:  # before hours of pretraining, not after
+        from metaxlm.evaluation.selection import check_select_config
+
+        check_select_config(cfg)
     if is_main():  # the others wait for it: a refusal ends their wait (they check each variant at its turn)
         check_stage_inputs(cfg)
         check_reuse(cfg, recompute)

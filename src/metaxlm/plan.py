@@ -146,6 +146,12 @@ def _stage_states(cfg: RunConfig) -> dict[str, StageState]:
         states[name] = StageState(name, False, what)
     if "stats" in cfg.stages:
         states["stats"] = StageState("stats", False, "count the prepared data (seconds)")
+    if "select" in cfg.stages:
+        sets = ", ".join([*(f"retrieval {n}" for n in cfg.select.retrieval),
+                          *(f"alignment {n}" for n in cfg.select.alignment)]) or "no dev sets named"
+        states["select"] = StageState("select", False, f"choose the final/ of {', '.join(cfg.selected_variants()) or 'no variant'} "
+                                                       f"among the start and its checkpoints on dev ({sets}; criterion "
+                                                       f"{cfg.select.criterion})")
     if "report" in cfg.stages:
         states["report"] = StageState("report", False, f"write {run.report}/report.md and report.html")
     return states

@@ -202,15 +202,27 @@ class RetrievalItems(Record):
 
 class RetrievalResult(Record):
     layers: Layers
-    average: list[Number]
-    items: RetrievalItems | None = None  # per language, each pair's ranks at each layer
+    average: list[Number]  # with a dev/test split (chosen_layer given): the test part's
+    dev_average: list[Number] | None = None
+    chosen_layer: StrictInt | None = None  # None: written before the dev/test split
+    chosen_on: str | None = None
+    items: RetrievalItems | None = None  # per language, each (test) pair's ranks at each layer
 
     @model_validator(mode="after")
     def _per_layer(self) -> RetrievalResult:
         _per_layer(self.average, len(self.layers), "average")
+        _per_layer(self.dev_average, len(self.layers), "dev_average")
         for lang, items in (self.items.per_language if self.items is not None else {}).items():
             if items.layers != self.layers:
                 raise ValueError(f"items.per_language.{lang}.layers: {items.layers}, not the set's layers {self.layers}")
+        if self.chosen_layer is None:
+            return self
+        if self.chosen_layer not in self.layers:
+            raise ValueError(f"chosen_layer: expected one of the layers {self.layers}")
+        if self.chosen_on not in (CHOSEN_ON_DEV, FIXED_DEFAULT):
+            raise ValueError(f"chosen_on: expected {CHOSEN_ON_DEV!r} or {FIXED_DEFAULT!r}")
+        if self.chosen_on == CHOSEN_ON_DEV and self.dev_average is None:
+            raise ValueError("dev_average: a layer chosen on dev needs the dev scores")
         return self
 
 

@@ -262,12 +262,19 @@ class MetaConfig(Strict):
 
 class RetrievalEvalSpec(Strict):
     """Sentence retrieval pairs: a TSV per language (`english<TAB>foreign`, path template with `{lang}`), or a
-    directory of Tatoeba line files (`tatoeba.xxx-eng.{xxx,eng}`, ISO 639-3 names mapped from the run's codes)."""
+    directory of Tatoeba line files (`tatoeba.xxx-eng.{xxx,eng}`, ISO 639-3 names mapped from the run's codes).
+
+    Each language's pairs are split once by their file order, as the word-alignment gold sets are: the first
+    `dev_fraction` of them (after `max_pairs`) are dev, where each model's reported layer is chosen (the highest
+    mean dev accuracy@1 over languages; ties: the shallower layer), the rest test, where it is scored; each part is
+    retrieved among its own pairs. Tatoeba's 1,000 pairs a language: 300 dev / 700 test. 0: no dev part (the whole
+    set is test, reported at the last layer)."""
 
     path: str
     format: Literal["tsv", "tatoeba"] = "tsv"
     languages: list[str] | None = None  # default: the run's languages except the pivot
     max_pairs: int | None = Field(None, ge=1)
+    dev_fraction: float = Field(DEV_FRACTION, ge=0.0, lt=1.0)
 
 
 PAPER_MU = 1.0  # XLM-Align's μ for its own kernel (Table 11)
@@ -337,6 +344,22 @@ class EvalConfig(Strict):
     finished_runs: str | None = None
 
 
+class SelectConfig(Strict):
+    """The `select` stage (between pretrain and evaluate): which checkpoint of a variant that continues a start model
+    becomes its final/, chosen on the DEV parts of evaluation sets only (metaxlm.evaluation.selection). The start
+    model and every kept checkpoint are scored there; the checkpoint whose dev scores improve most on the start's
+    (`criterion`) is exported as final/ (the last one moves to last/), and the stage says, per dev metric, whether
+    final/ is better or worse than the start, in one line when no checkpoint beats it."""
+
+    variants: list[str] | None = None    # default: every pretrained variant with start_from
+    retrieval: list[str] = Field(default_factory=list)  # evaluate.retrieval sets whose dev part counts
+    alignment: list[str] = Field(default_factory=list)  # evaluate.alignment sets whose dev part counts
+    # per dev metric, the change against the start as an error (retrieval: 1 - accuracy@1, alignment: AER), at the
+    # model's best dev layer; the criterion is the mean over metrics of `relative` (the share of the start's error
+    # removed) or `points` (percentage points of error removed)
+    criterion: Literal["relative", "points"] = "relative"
+
+
 class ReportConfig(Strict):
     """What the report adds to its per-task sections for a run of several methods or of the MetaXLM ablations."""
 
@@ -369,7 +392,7 @@ class RunConfig(Strict):
     # Python modules (dotted names or .py files) imported before anything is built: your own objectives, batch
     # kinds, model architectures or task types register themselves there (fairseq's --user-dir).
     plugins: list[str] = Field(default_factory=list)
-    stages: list[Literal["vocab", "prepare", "stats", "pretrain", "evaluate", "report"]] = Field(
+    stages: list[Literal["vocab", "prepare", "stats", "pretrain", "select", "evaluate", "report"]] = Field(
         default_factory=lambda: ["vocab", "prepare", "stats"])
     data: DataConfig
     vocab: VocabConfig = Field(default_factory=VocabConfig)
@@ -382,6 +405,7 @@ class RunConfig(Strict):
     # Which variants the pretrain (and by default the evaluate) stage runs, with the variants they start from;
     # default: all. Lets a config list its ablations and a run pick some (`run_variants=[xlm_align,mlm_only]`).
     run_variants: list[str] | None = None
+    select: SelectConfig = Field(default_factory=SelectConfig)
     evaluate: EvalConfig = Field(default_factory=EvalConfig)
     report: ReportConfig = Field(default_factory=ReportConfig)
 
@@ -424,6 +448,16 @@ class RunConfig(Strict):
         the pretrain stage then exports each one's encoder."""
         ecfg = self.evaluate
         return ecfg.checkpoints and (ecfg.checkpoint_variants is None or variant in ecfg.checkpoint_variants)
+
+    def selected_variants(self) -> list[str]:
+        """The variants whose final/ the `select` stage chooses among their checkpoints (none without the stage):
+        the pretrain stage exports their start model and each kept checkpoint's encoder for it."""
+        if "select" not in self.stages:
+            return []
+        pretrained = self.run_variants or list(self.variants)
+        chosen = self.select.variants if self.select.variants is not None else \
+            [v for v in pretrained if self.variants[v].start_from]
+        return [v for v in chosen if v in self.variants]
 
     def seed_for(self, variant: str) -> int:
         """The pretraining seed of `variant`: its own `seed`, else the run's."""

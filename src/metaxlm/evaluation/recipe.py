@@ -34,7 +34,7 @@ from metaxlm.errors import ConfigError, MetaXLMError
 from metaxlm.io import atomic_write_text, disk_full_guard
 from metaxlm.models.archs.veco import VECO_SUBDIR
 from metaxlm.models.named import model_dir
-from metaxlm.records import RESULTS_FILE, json_text, write_results
+from metaxlm.records import CHOSEN_ON_DEV, FIXED_DEFAULT, RESULTS_FILE, json_text, write_results
 from metaxlm.roots import expand_roots
 from metaxlm.run import code as run_code
 from metaxlm.run.clock import RunClock
@@ -257,20 +257,38 @@ def _mean_over(per_language: dict[str, dict], key: str) -> list[float]:
 
 def evaluate_retrieval(model, tokenizer, spec: RetrievalEvalSpec, languages: list[str], pivot: str,
                        ecfg: EvalConfig, progress: bool) -> dict:
-    from metaxlm.features.retrieval import retrieval_by_layer
+    """Per-layer accuracy@1 on each language's dev and test parts (features.retrieval.retrieval_dev_test), and the
+    layer to report: the highest mean dev accuracy over the languages (ties: the shallower), or without a dev part
+    (dev_fraction 0) the last layer. {"layers", "split": {dev_fraction, dev_pairs, test_pairs (per language)},
+    "average": the mean over languages of the TEST accuracy per layer, "dev_average" (with a dev part),
+    "chosen_layer", "chosen_on", "per_language": {lang: test scores per layer, "pairs" (test), "dev": dev scores},
+    "items": each test pair's ranks per layer}."""
+    from metaxlm.features.retrieval import retrieval_dev_test
+    from metaxlm.metrics import highest_accuracy_layer
 
-    per_language, ranks = {}, {}
+    per_language, ranks, dev_pairs, test_pairs = {}, {}, {}, {}
     for lang in spec.languages or [code for code in languages if code != pivot]:
         src, tgt = retrieval_pairs(spec, lang, pivot)
-        per_language[lang] = retrieval_by_layer(model, tokenizer, src, tgt, layers=ecfg.layers,
-                                                batch_size=ecfg.batch_size, batch_tokens=ecfg.batch_tokens,
-                                                precision=ecfg.precision, ranks=True)
-        per_language[lang]["pairs"] = len(src)
-        # each pair's ranks, per layer: what the report's paired bootstrap resamples (records.RetrievalItems)
-        ranks[lang] = {"layers": per_language[lang]["layers"], "rows": per_language[lang].pop("ranks")}
+        scored = retrieval_dev_test(model, tokenizer, src, tgt, dev_fraction=spec.dev_fraction, layers=ecfg.layers,
+                                    batch_size=ecfg.batch_size, batch_tokens=ecfg.batch_tokens,
+                                    precision=ecfg.precision)
+        test = scored["test"]
+        # each test pair's ranks, per layer: what the report's paired bootstrap resamples (records.RetrievalItems)
+        ranks[lang] = {"layers": scored["layers"], "rows": test.pop("ranks")}
+        per_language[lang] = {"layers": scored["layers"], **test, "pairs": scored["pairs"]["test"],
+                              **({"dev": scored["dev"]} if "dev" in scored else {})}
+        dev_pairs[lang], test_pairs[lang] = scored["pairs"]["dev"], scored["pairs"]["test"]
     layers = next(iter(per_language.values()))["layers"]
-    return {"layers": layers, "average": _mean_over(per_language, "mean"), "per_language": per_language,
-            "items": {"kind": "rank", "per_language": ranks}}
+    result = {"layers": layers, "split": {"dev_fraction": spec.dev_fraction, "dev_pairs": dev_pairs,
+                                          "test_pairs": test_pairs},
+              "average": _mean_over(per_language, "mean")}
+    if all(dev_pairs.values()):
+        result["dev_average"] = [sum(col) / len(col) for col in
+                                 zip(*(v["dev"]["mean"] for v in per_language.values()), strict=True)]
+        result["chosen_layer"], result["chosen_on"] = highest_accuracy_layer(layers, result["dev_average"]), CHOSEN_ON_DEV
+    else:
+        result["chosen_layer"], result["chosen_on"] = layers[-1], FIXED_DEFAULT
+    return {**result, "per_language": per_language, "items": {"kind": "rank", "per_language": ranks}}
 
 
 def evaluate_alignment(model, tokenizer, spec: AlignmentEvalSpec, ecfg: EvalConfig) -> dict:

@@ -19,6 +19,7 @@ from pathlib import Path
 from metaxlm.config import START_OF, RunConfig
 from metaxlm.errors import ConfigError, MetaXLMError
 from metaxlm.models import arch_of, build_mlm, get_arch
+from metaxlm.models.encoder_card import CARD_FILES
 from metaxlm.models.named import model_dir
 from metaxlm.pretrain.batches import load_prepared
 from metaxlm.pretrain.engine import PretrainResult, pretrain
@@ -138,7 +139,8 @@ def start_digest(cfg: RunConfig, variant: str, *, progress: bool = True) -> dict
         ref = transfer.start_from
         path = run.meta.final if ref == "meta" else run.variant(ref).final if ref in cfg.variants else \
             resolve_model(cfg, ref, progress=progress)
-        return {"model": stamps.content_digest(path)}
+        # the model, not the card files evaluation writes into a final/ afterwards (models.encoder_card)
+        return {"model": stamps.content_digest(path, skip=CARD_FILES)}
     if transfer.init == "none":
         return None
     dictionaries = {lang: stamps.content_digest(p) for lang, p in _dictionaries(cfg).items()} \
@@ -361,8 +363,9 @@ def save_start_model(cfg: RunConfig, variant: str, *, progress: bool = True) -> 
 
 def export_for_evaluation(cfg: RunConfig, variant: str, *, progress: bool = True) -> None:
     """Write what evaluation reads of a pretrained variant (evaluation only reads; the pretrain stage calls this for
-    every variant, trained now or before): its start model when `evaluate.models` names `start_of:<variant>`
-    (`save_start_model`), and when its intermediate checkpoints are evaluated, each kept one's encoder as final/
+    every variant, trained now or before): its start model when `evaluate.models` names `start_of:<variant>` or the
+    select stage chooses its final/ (`save_start_model`), and when its intermediate checkpoints are evaluated or
+    selected among, each kept one's encoder as final/
     holds it (the start's full vocabulary restored, `full_vocabulary`; VECO: its NLU export) — written once, listed
     with its tokenizer in `pretrain/<variant>/exports.json` (paths relative to the run)."""
     import json
@@ -372,10 +375,11 @@ def export_for_evaluation(cfg: RunConfig, variant: str, *, progress: bool = True
 
     run = RunDir.of(cfg)
     vdir = run.variant(variant)
-    if variant in cfg.start_models_evaluated():
+    selected = variant in cfg.selected_variants()  # the select stage scores the start and each checkpoint
+    if variant in cfg.start_models_evaluated() or selected:
         save_start_model(cfg, variant, progress=progress)
     checkpoints: dict[str, dict[str, str]] = {}
-    if cfg.checkpoints_evaluated(variant) and (vdir.final / "config.json").exists():
+    if (cfg.checkpoints_evaluated(variant) or selected) and (vdir.final / "config.json").exists():
         final_step = json.loads(vdir.summary.read_text()).get("steps") if vdir.summary.exists() else None
         full = full_vocabulary(cfg, variant, load_tokenizer(run.vocab), progress=progress) \
             if cfg.variants[variant].start_from else None

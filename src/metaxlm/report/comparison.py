@@ -33,10 +33,10 @@ from pathlib import Path
 
 from metaxlm.errors import ConfigError
 from metaxlm.metrics import mean_std
+from metaxlm.records import CHOSEN_ON_DEV
 from metaxlm.report import plots
 from metaxlm.report.cells import (
     DASH,
-    best_index,
     cell,
     n_seeds,
     percent_scale,
@@ -46,7 +46,7 @@ from metaxlm.report.cells import (
 )
 from metaxlm.report.document import Figure, Section, Table, Text
 from metaxlm.report.pretraining import pretraining_budget
-from metaxlm.report.results import AlignmentResult, ModelResult, number, report_config
+from metaxlm.report.results import AlignmentResult, ModelResult, RetrievalResult, number, report_config
 from metaxlm.report.uncertainty import (
     NO_INTERVAL,
     ONE_SEED,
@@ -130,15 +130,18 @@ def _layer_score(layers: list[int], values: list[float], index: int | None, at_b
 
 
 def probe_headlines(model: ModelResult) -> list[tuple[str, Score]]:
-    """Retrieval: accuracy@1 (%) at the last and at the best layer; alignment: test AER (%) at the layer chosen on
-    dev (report/results.py AlignmentResult)."""
+    """Retrieval: test accuracy@1 (%) at the last layer and at the layer chosen on dev (report/results.py
+    RetrievalResult); alignment: test AER (%) at the layer chosen on dev (AlignmentResult)."""
     out = []
-    for name, r in model.data.get("retrieval", {}).items():
-        accuracy = [number(v) * 100 for v in r["average"]]
-        retrieval_at = partial(retrieval_sample, r)  # layer -> Sample
-        out += [(f"{name}: acc@1 last", _layer_score(r["layers"], accuracy, len(accuracy) - 1, False, retrieval_at)),
-                (f"{name}: acc@1 best", _layer_score(r["layers"], accuracy, best_index(accuracy), True,
-                                                     retrieval_at))]
+    for name, entry in model.data.get("retrieval", {}).items():
+        r = RetrievalResult.of(entry)
+        accuracy = [v * 100 for v in r.test]
+        retrieval_at = partial(retrieval_sample, entry)  # layer -> Sample
+        index = None if r.layer is None else r.layers.index(r.layer)
+        # results written before the dev/test split: their best layer was picked on the scores shown, named so
+        label = f"{name}: acc@1 dev layer" if r.is_test else f"{name}: acc@1 best (no dev split)"
+        out += [(f"{name}: acc@1 last", _layer_score(r.layers, accuracy, len(accuracy) - 1, False, retrieval_at)),
+                (label, _layer_score(r.layers, accuracy, index, True, retrieval_at))]
     for name, entry in model.data.get("alignment", {}).items():
         a = AlignmentResult.of(entry)
         aer = [v * 100 for v in a.test["aer"]]
@@ -284,8 +287,11 @@ def layer_figure(path: Path, models: list[ModelResult], colors: dict[str, str]) 
     marked: dict[str, dict[str, int]] = {}
     for m in models:
         for name, entry in m.data.get("retrieval", {}).items():
-            panels.setdefault(f"retrieval {name}: accuracy@1 (%)", {})[m.name] = (
-                entry["layers"], [number(v) * 100 for v in entry["average"]])
+            r = RetrievalResult.of(entry)
+            panel = f"retrieval {name}: test accuracy@1 (%)"
+            panels.setdefault(panel, {})[m.name] = (r.layers, [v * 100 for v in r.test])
+            if r.layer is not None and r.chosen_on == CHOSEN_ON_DEV:
+                marked.setdefault(panel, {})[m.name] = r.layer
     for m in models:
         for name, entry in m.data.get("alignment", {}).items():
             a = AlignmentResult.of(entry)
@@ -295,7 +301,7 @@ def layer_figure(path: Path, models: list[ModelResult], colors: dict[str, str]) 
                 marked.setdefault(panel, {})[m.name] = a.layer
     if not panels:
         return False
-    plots.layer_curves(path, "Retrieval and word alignment against layer (alignment: ringed = layer chosen on dev)",
+    plots.layer_curves(path, "Retrieval and word alignment against layer (ringed: the layer chosen on dev)",
                        "percent", panels, colors, marked=marked)
     return True
 

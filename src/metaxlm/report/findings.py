@@ -58,9 +58,9 @@ from pathlib import Path
 
 from metaxlm.errors import DataError
 from metaxlm.io import atomic_write_json, json_safe
-from metaxlm.report.cells import DASH, best_index, cell, n_seeds, ordered, percent_scale
+from metaxlm.report.cells import DASH, cell, n_seeds, ordered, percent_scale
 from metaxlm.report.document import Bullets, Section, Table, Text
-from metaxlm.report.results import AlignmentResult, ModelResult, number, report_config
+from metaxlm.report.results import AlignmentResult, ModelResult, RetrievalResult, number, report_config
 from metaxlm.report.uncertainty import (
     NO_INTERVAL,
     ONE_SEED,
@@ -609,9 +609,9 @@ def limits_section(final: list[ModelResult]) -> list[Section]:
 
 
 def _best_layer(entry: dict) -> int | None:
-    """The layer a retrieval entry scores best at, as the comparison table's "best (layer N)" picks it."""
-    index = best_index([number(v) for v in entry.get("average", [])])
-    return None if index is None else entry["layers"][index]
+    """The layer a retrieval entry is reported at, as the comparison table's "(layer N)" shows it: chosen on dev
+    (or, in results without a dev split, the best on the pairs scored; report/results.py RetrievalResult)."""
+    return RetrievalResult.of(entry).layer if entry.get("average") else None
 
 
 def _mean_chance(task: dict) -> float:

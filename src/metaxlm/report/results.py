@@ -18,7 +18,7 @@ from pydantic import ValidationError
 
 from metaxlm.config import ReportConfig, read_yaml, validation_problems
 from metaxlm.errors import DataError, MetaXLMError
-from metaxlm.metrics import lowest_aer_layer
+from metaxlm.metrics import highest_accuracy_layer, lowest_aer_layer
 from metaxlm.records import RESULTS_FILE, check_results
 from metaxlm.run.layout import RunDir
 
@@ -96,6 +96,46 @@ class AlignmentResult:
         if self.layer is None or metric not in scores:
             return math.nan
         return scores[metric][self.layers.index(self.layer)]
+
+
+@dataclass(frozen=True)
+class RetrievalResult:
+    """One retrieval set of a results.json as every section of the report shows it: accuracy@1 (fraction, mean of
+    both directions and of the languages) on its test part per layer, and the reported layer, chosen on its dev
+    part (`chosen_on` "dev"), the last layer (no dev part: "fixed default") or, in results written before the
+    dev/test split (`NO_DEV_SPLIT`), the best layer on the very pairs scored: those are not test scores, and the
+    report says so."""
+
+    layers: list[int]
+    test: list[float]                  # accuracy@1 per layer, NaN for null
+    dev: list[float] | None
+    layer: int | None                  # the reported layer (None: no score at any layer)
+    chosen_on: str                     # CHOSEN_ON_DEV, FIXED_DEFAULT or NO_DEV_SPLIT
+    dev_pairs: int | None = None       # over the languages
+    test_pairs: int | None = None
+
+    @classmethod
+    def of(cls, entry: dict) -> RetrievalResult:
+        layers = list(entry["layers"])
+        test = [number(v) for v in entry["average"]]
+        if entry.get("chosen_layer") is None:  # written before the split: the layer picked on the scores shown
+            return cls(layers, test, None, highest_accuracy_layer(layers, test), NO_DEV_SPLIT)
+        split = entry.get("split") or {}
+        return cls(layers, test, [number(v) for v in entry["dev_average"]] if entry.get("dev_average") else None,
+                   entry["chosen_layer"], entry["chosen_on"], sum((split.get("dev_pairs") or {}).values()),
+                   sum((split.get("test_pairs") or {}).values()))
+
+    @property
+    def is_test(self) -> bool:
+        """Whether `test` holds scores on pairs the layer was not chosen on."""
+        return self.chosen_on != NO_DEV_SPLIT
+
+    def at_layer(self, part: str = "test") -> float:
+        """accuracy@1 (fraction) at the reported layer on the test (or dev) part; NaN when missing."""
+        scores = self.test if part == "test" else self.dev
+        if self.layer is None or scores is None:
+            return math.nan
+        return scores[self.layers.index(self.layer)]
 
 
 def load_results(path: Path) -> dict:

@@ -25,7 +25,7 @@ from pathlib import Path
 
 from metaxlm.io import atomic_write_json
 
-SMALL_STAGES = ("vocab", "prepare", "stats", "report")
+SMALL_STAGES = ("vocab", "prepare", "stats", "select", "report")
 
 
 def hms(seconds: float) -> str:
