@@ -147,3 +147,17 @@ def tiny_bert_dir(tokenizer_dir, tmp_path_factory) -> Path:
     transformers.set_seed(0)
     transformers.BertForMaskedLM(cfg).save_pretrained(out)
     return out
+
+
+@pytest.fixture(scope="session")
+def teacher_dir(tokenizer_dir, tmp_path_factory):
+    """A 1-layer MLM with the test vocabulary: the distillation objective's teacher."""
+    from metaxlm.config import ModelConfig
+    from metaxlm.models import build_mlm
+    from metaxlm.vocab import load_tokenizer
+
+    tok = load_tokenizer(tokenizer_dir)
+    out = tmp_path_factory.mktemp("teacher") / "model"
+    build_mlm(ModelConfig(layers=1, hidden=32, heads=2, ffn=32, max_positions=64), tok, seed=7).save_pretrained(out)
+    tok.save_pretrained(out)
+    return out

@@ -154,20 +154,6 @@ def test_corrupted_checkpoint_is_detected_and_the_previous_good_one_offered(run_
 
 
 # -- mixed objectives: one forward per micro-batch --------------------------------------------------------------
-@pytest.fixture(scope="module")
-def teacher_dir(tokenizer_dir, tmp_path_factory):
-    from metaxlm.config import ModelConfig
-    from metaxlm.models import build_mlm
-    from metaxlm.vocab import load_tokenizer
-
-    tok = load_tokenizer(tokenizer_dir)
-    out = tmp_path_factory.mktemp("teacher") / "model"
-    build_mlm(ModelConfig(layers=1, hidden=32, heads=2, ffn=32, max_positions=64), tok, seed=7).save_pretrained(out)
-    tok.save_pretrained(out)
-    return out
-
-
-
 def test_one_forward_per_micro_batch_for_all_objectives(parallel_template, teacher_dir, tmp_path, monkeypatch):
     from metaxlm.pretrain import engine
 

@@ -70,19 +70,6 @@ def encoder_dir(tokenizer_dir, tmp_path_factory):
 
 
 @pytest.fixture(scope="module")
-def teacher_dir(tokenizer_dir, tmp_path_factory):
-    from metaxlm.config import ModelConfig
-    from metaxlm.models import build_mlm
-    from metaxlm.vocab import load_tokenizer
-
-    tok = load_tokenizer(tokenizer_dir)
-    out = tmp_path_factory.mktemp("teacher") / "model"
-    build_mlm(ModelConfig(layers=1, hidden=32, heads=2, ffn=32, max_positions=64), tok, seed=7).save_pretrained(out)
-    tok.save_pretrained(out)
-    return out
-
-
-@pytest.fixture(scope="module")
 def runs(parallel_template, encoder_dir, teacher_dir, tmp_path_factory):
     """The config of every case, run with stages [stats, pretrain] in one process and under torchrun."""
     root = tmp_path_factory.mktemp("two_processes")

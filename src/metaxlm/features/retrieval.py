@@ -32,19 +32,7 @@ def retrieval_by_layer(model, tokenizer, src: Sequence[str], tgt: Sequence[str],
     vectors = encode_layers(model, tokenizer, [*src, *tgt], layers=layers, batch_size=batch_size,
                             batch_tokens=batch_tokens, pooling=pooling, max_length=max_length, precision=precision,
                             progress=progress)
-    result: dict[str, list] = {"layers": [], "src2tgt": [], "tgt2src": [], "mean": [], **({"ranks": []} if ranks else {})}
-    for layer, v in vectors.items():
-        v = F.normalize(v, dim=-1)
-        similarity = v[:len(src)] @ v[len(src):].T  # cosine
-        src2tgt, tgt2src = accuracy_at_1(similarity), accuracy_at_1(similarity.T)
-        result["layers"].append(layer)
-        result["src2tgt"].append(src2tgt)
-        result["tgt2src"].append(tgt2src)
-        result["mean"].append((src2tgt + tgt2src) / 2)
-        if ranks:
-            result["ranks"].append([list(pair) for pair in zip(gold_ranks(similarity), gold_ranks(similarity.T),
-                                                               strict=True)])
-    return result
+    return {"layers": list(vectors), **_part_scores(vectors, len(src), range(len(src)), ranks)}
 
 
 def _part_scores(vectors: dict[int, torch.Tensor], n: int, part: range, ranks: bool) -> dict:
