@@ -10,6 +10,8 @@ probability of those links in both directions:
 
     L = − Σ_ij A_ij · ½ (S_xy,ij / n + S_yx,ij / m)       (Eq. 5, summed over the pairs; the engine divides by them)
 
+(logged plus the constant Σ A ½ (1/n + 1/m), the same gradient: the links' missing probability, never below 0)
+
 so the layer the word aligner reads (metaxlm.features.alignment: the same sub-word states, special tokens and bare
 '▁' pieces left out as there) is trained toward the alignments it already extracts, sharpening them.
 
@@ -51,10 +53,12 @@ def link_probabilities(src: torch.Tensor, tgt: torch.Tensor, src_ok: torch.Tenso
 
 def self_training_loss(p_xy: torch.Tensor, p_yx: torch.Tensor, links: torch.Tensor, src_ok: torch.Tensor,
                        tgt_ok: torch.Tensor) -> torch.Tensor:
-    """Σ over pairs of −Σ_ij A_ij ½ (S_xy,ij / n + S_yx,ij / m) (Eq. 5)."""
+    """Σ over pairs of Σ_ij A_ij ½ ((1 − S_xy,ij) / n + (1 − S_yx,ij) / m): Eq. 5's −Σ A ½ (S_xy / n + S_yx / m) plus
+    the constant Σ A ½ (1/n + 1/m) (the labels A carry no gradient), so the same gradient and a loss that is the
+    links' missing probability: 0 when every self-labelled link is certain both ways, never below."""
     n = src_ok.sum(1).clamp(min=1).view(-1, 1, 1)
     m = tgt_ok.sum(1).clamp(min=1).view(-1, 1, 1)
-    return -(links * (p_xy / n + p_yx / m)).sum() / 2
+    return (links * ((1 - p_xy) / n + (1 - p_yx) / m)).sum() / 2
 
 
 @register("self_align")
