@@ -17,6 +17,14 @@ from metaxlm.features.layers import encode_layers
 from metaxlm.metrics import accuracy_at_1, gold_ranks
 
 
+def _pair_vectors(model, tokenizer, src: Sequence[str], tgt: Sequence[str], **encoding) -> dict[int, torch.Tensor]:
+    """{layer: the n source sentences' vectors, then the n target ones'} from one encoder pass over both sides."""
+    if len(src) != len(tgt) or not src:
+        raise MetaXLMError(f"retrieval needs the same non-zero number of sentences on both sides, "
+                           f"got {len(src)} and {len(tgt)}")
+    return encode_layers(model, tokenizer, [*src, *tgt], **encoding)
+
+
 def retrieval_by_layer(model, tokenizer, src: Sequence[str], tgt: Sequence[str], *,
                        layers: Sequence[int] | None = None, batch_size: int = 64,
                        batch_tokens: int | None = INFERENCE_BATCH_TOKENS, pooling: str = "mean",
@@ -26,10 +34,7 @@ def retrieval_by_layer(model, tokenizer, src: Sequence[str], tgt: Sequence[str],
     accuracy@1 fractions, one per layer (0 = embeddings; default: every layer). With `ranks`, also "ranks": per
     layer, each pair's [rank of tgt[i] for src[i], rank of src[i] for tgt[i]] (1: retrieved first; metrics.gold_ranks),
     the per-pair outcomes whose share of 1s is "mean"."""
-    if len(src) != len(tgt) or not src:
-        raise MetaXLMError(f"retrieval needs the same non-zero number of sentences on both sides, "
-                           f"got {len(src)} and {len(tgt)}")
-    vectors = encode_layers(model, tokenizer, [*src, *tgt], layers=layers, batch_size=batch_size,
+    vectors = _pair_vectors(model, tokenizer, src, tgt, layers=layers, batch_size=batch_size,
                             batch_tokens=batch_tokens, pooling=pooling, max_length=max_length, precision=precision,
                             progress=progress)
     return {"layers": list(vectors), **_part_scores(vectors, len(src), range(len(src)), ranks)}
@@ -61,10 +66,7 @@ def retrieval_dev_test(model, tokenizer, src: Sequence[str], tgt: Sequence[str],
     by the file order alone) from ONE encoder pass over both: each part is retrieved among its own pairs, so a dev
     sentence is never a distractor of a test query. {"layers", "pairs": {"dev", "test"}, "test": {"src2tgt",
     "tgt2src", "mean", "ranks"}, "dev": the same without ranks (absent without a dev part)}."""
-    if len(src) != len(tgt) or not src:
-        raise MetaXLMError(f"retrieval needs the same non-zero number of sentences on both sides, "
-                           f"got {len(src)} and {len(tgt)}")
-    vectors = encode_layers(model, tokenizer, [*src, *tgt], layers=layers, batch_size=batch_size,
+    vectors = _pair_vectors(model, tokenizer, src, tgt, layers=layers, batch_size=batch_size,
                             batch_tokens=batch_tokens, pooling=pooling, max_length=max_length, precision=precision,
                             progress=progress)
     dev, test = dev_test_split(len(src), dev_fraction)
