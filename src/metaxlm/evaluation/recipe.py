@@ -255,6 +255,20 @@ def _mean_over(per_language: dict[str, dict], key: str) -> list[float]:
     return [sum(col) / len(col) for col in zip(*rows, strict=True)] if rows else []
 
 
+def retrieval_languages(spec: RetrievalEvalSpec, languages: list[str], pivot: str) -> list[str]:
+    """The languages a retrieval set is scored on: its own list, else the run's languages but the pivot."""
+    return list(spec.languages or [code for code in languages if code != pivot])
+
+
+def alignment_set(spec: AlignmentEvalSpec):
+    """The gold alignment set of an `evaluate.alignment` entry, its roots filled, cut to `max_pairs`."""
+    from metaxlm.data.benchmarks import load_alignment
+
+    aset = load_alignment(expand_roots(spec.src), expand_roots(spec.tgt), expand_roots(spec.gold), fmt=spec.format,
+                          src_base=spec.word_base, sid_base=spec.sid_base)
+    return aset.subset(range(min(spec.max_pairs, len(aset)))) if spec.max_pairs else aset
+
+
 def evaluate_retrieval(model, tokenizer, spec: RetrievalEvalSpec, languages: list[str], pivot: str,
                        ecfg: EvalConfig, progress: bool) -> dict:
     """Per-layer accuracy@1 on each language's dev and test parts (features.retrieval.retrieval_dev_test), and the
@@ -267,7 +281,7 @@ def evaluate_retrieval(model, tokenizer, spec: RetrievalEvalSpec, languages: lis
     from metaxlm.metrics import highest_accuracy_layer
 
     per_language, ranks, dev_pairs, test_pairs = {}, {}, {}, {}
-    for lang in spec.languages or [code for code in languages if code != pivot]:
+    for lang in retrieval_languages(spec, languages, pivot):
         src, tgt = retrieval_pairs(spec, lang, pivot)
         scored = retrieval_dev_test(model, tokenizer, src, tgt, dev_fraction=spec.dev_fraction, layers=ecfg.layers,
                                     batch_size=ecfg.batch_size, batch_tokens=ecfg.batch_tokens,
@@ -294,13 +308,9 @@ def evaluate_retrieval(model, tokenizer, spec: RetrievalEvalSpec, languages: lis
 def evaluate_alignment(model, tokenizer, spec: AlignmentEvalSpec, ecfg: EvalConfig) -> dict:
     """Per-layer scores on the set's dev and test parts from one encoder pass, and the layer chosen on dev
     (features.alignment.alignment_dev_test; schema in report/evaluation.py)."""
-    from metaxlm.data.benchmarks import load_alignment
     from metaxlm.features.alignment import alignment_dev_test
 
-    aset = load_alignment(expand_roots(spec.src), expand_roots(spec.tgt), expand_roots(spec.gold), fmt=spec.format,
-                          src_base=spec.word_base, sid_base=spec.sid_base)
-    if spec.max_pairs:
-        aset = aset.subset(range(min(spec.max_pairs, len(aset))))
+    aset = alignment_set(spec)
     settings = spec.aligner_settings() if spec.method == "ot" else {}
     result = alignment_dev_test(model, tokenizer, aset, dev_fraction=spec.dev_fraction, method=spec.method,
                                 layers=ecfg.layers, batch_size=ecfg.batch_size, precision=ecfg.precision,

@@ -26,7 +26,6 @@ from metaxlm.config import RunConfig
 from metaxlm.errors import ConfigError, MetaXLMError
 from metaxlm.io import atomic_dir, atomic_write_json
 from metaxlm.metrics import highest_accuracy_layer, lowest_aer_layer
-from metaxlm.roots import expand_roots
 from metaxlm.run import stamps
 from metaxlm.run.layout import RunDir, VariantDir
 
@@ -78,9 +77,8 @@ def metric_names(cfg: RunConfig) -> list[str]:
 def dev_scores(cfg: RunConfig, model_dir: Path, tokenizer_dir: Path) -> dict[str, dict]:
     """{metric: {"layer": its best dev layer, "error": the error there (fraction), "curve": per-layer dev scores,
     "layers"}} of one model on the selection's dev parts; only dev pairs are encoded."""
-    from metaxlm.data.benchmarks import load_alignment
     from metaxlm.data.examples import dev_test_split
-    from metaxlm.evaluation.recipe import retrieval_pairs
+    from metaxlm.evaluation.recipe import alignment_set, retrieval_languages, retrieval_pairs
     from metaxlm.features.alignment import WordAligner, scores_by_layer
     from metaxlm.features.layers import load_encoder, resolve_layers
     from metaxlm.features.retrieval import retrieval_by_layer
@@ -91,7 +89,7 @@ def dev_scores(cfg: RunConfig, model_dir: Path, tokenizer_dir: Path) -> dict[str
     for name in cfg.select.retrieval:
         spec = ecfg.retrieval[name]
         curves = []
-        for lang in spec.languages or [code for code in cfg.data.languages if code != cfg.data.pivot]:
+        for lang in retrieval_languages(spec, cfg.data.languages, cfg.data.pivot):
             src, tgt = retrieval_pairs(spec, lang, cfg.data.pivot)
             dev, _ = dev_test_split(len(src), spec.dev_fraction)
             if not dev:
@@ -107,10 +105,7 @@ def dev_scores(cfg: RunConfig, model_dir: Path, tokenizer_dir: Path) -> dict[str
                                     "error": 1 - curve[layers.index(layer)]}
     for name in cfg.select.alignment:
         spec = ecfg.alignment[name]
-        aset = load_alignment(expand_roots(spec.src), expand_roots(spec.tgt), expand_roots(spec.gold),
-                              fmt=spec.format, src_base=spec.word_base, sid_base=spec.sid_base)
-        if spec.max_pairs:
-            aset = aset.subset(range(min(spec.max_pairs, len(aset))))
+        aset = alignment_set(spec)
         dev = aset.subset(dev_test_split(len(aset), spec.dev_fraction)[0])
         settings = spec.aligner_settings() if spec.method == "ot" else {}
         aligner = WordAligner(model, tokenizer, method=spec.method, batch_size=ecfg.batch_size, **settings)
