@@ -13,9 +13,9 @@ are the ones the evaluation chose on dev.
 from __future__ import annotations
 
 import argparse
-import json
 from pathlib import Path
 
+from metaxlm.report.results import AlignmentResult, RetrievalResult, load_results
 from metaxlm.report.uncertainty import Sample, alignment_sample, difference, retrieval_sample, task_sample
 
 
@@ -23,13 +23,13 @@ def _load(folder: Path, model: str) -> dict:
     path = folder / f"results.{model}.json"
     if not path.is_file():
         raise SystemExit(f"start_vs_result: {path} not found (publish the run with tools.publish_run first)")
-    return json.loads(path.read_text(encoding="utf-8"))
+    return load_results(path)
 
 
 def _aer_sample(entry: dict) -> Sample:
-    layer = entry["chosen_layer"]
-    aer = entry["test"]["aer"][entry["layers"].index(layer)]
-    return alignment_sample(entry, layer, aer)
+    """Test AER at the reported (dev-chosen) layer, as the report reads it."""
+    result = AlignmentResult.of(entry)
+    return alignment_sample(entry, result.layer, result.at_layer("aer"))
 
 
 def _mean_of(samples: dict[str, Sample]) -> Sample:
@@ -46,19 +46,18 @@ def rows(folder: Path, model: str, start: str) -> list[tuple[str, float, float, 
 
     def add(name: str, sa: Sample, sb: Sample, lower_better: bool = False) -> None:
         d = difference(sa, sb)
-        better = (d.high < 0) if lower_better else (d.low > 0)
-        worse = (d.low > 0) if lower_better else (d.high < 0)
-        verdict = "better" if better else "worse" if worse else "within the noise"
+        improved = d.estimate < 0 if lower_better else d.estimate > 0
+        verdict = ("better" if improved else "worse") if d.significant else "within the noise"
         out.append((name, sb.mean, sa.mean, f"{d.estimate:+.2f} [{d.low:+.2f}, {d.high:+.2f}]", verdict))
 
     for name in a.get("retrieval", {}):
         ea, eb = a["retrieval"][name], b["retrieval"][name]
-        add(f"{name} acc@1 (%), layers {ea['chosen_layer']} / {eb['chosen_layer']}",
-            retrieval_sample(ea, ea["chosen_layer"]), retrieval_sample(eb, eb["chosen_layer"]))
+        la, lb = RetrievalResult.of(ea).layer, RetrievalResult.of(eb).layer
+        add(f"{name} acc@1 (%), layers {la} / {lb}", retrieval_sample(ea, la), retrieval_sample(eb, lb))
     aligned = [n for n in a.get("alignment", {}) if n in b.get("alignment", {})]
     for name in aligned:
         ea, eb = a["alignment"][name], b["alignment"][name]
-        add(f"{name} AER (%), layers {ea['chosen_layer']} / {eb['chosen_layer']}",
+        add(f"{name} AER (%), layers {AlignmentResult.of(ea).layer} / {AlignmentResult.of(eb).layer}",
             _aer_sample(ea), _aer_sample(eb), lower_better=True)
     if len(aligned) > 1:
         add(f"mean AER of {', '.join(aligned)} (%)", _mean_of({n: _aer_sample(a["alignment"][n]) for n in aligned}),

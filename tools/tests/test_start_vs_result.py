@@ -3,6 +3,8 @@
 import shutil
 from pathlib import Path
 
+import pytest
+
 from tools.start_vs_result import main, rows
 
 PUBLISHED = Path(__file__).resolve().parents[2] / "docs/results/align-encoder"
@@ -34,9 +36,5 @@ def test_the_published_run_is_better_on_retrieval_and_mean_aer(capsys):
 
 
 def test_a_missing_results_file_is_one_line(tmp_path):
-    try:
+    with pytest.raises(SystemExit, match="results.align.json not found"):
         rows(tmp_path, "align", "start")
-    except SystemExit as e:
-        assert "results.align.json not found" in str(e)
-    else:
-        raise AssertionError("no error")
