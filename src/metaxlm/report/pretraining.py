@@ -105,9 +105,9 @@ def untrained_head(run_dir: Path, variants: list[str]) -> dict[str, list[str]]:
 def untrained_head_note(untrained: dict[str, list[str]]) -> str:
     """The line that says which variants the held-out comparison leaves out, and why."""
     names = "; ".join(f"{v} ({', '.join(objectives)})" for v, objectives in untrained.items())
-    return (f"Held-out MLM loss not compared for {names}: no objective trains the MLM head, so its held-out MLM "
-            "loss is that of a head nothing trained and says nothing about the model (the training losses per "
-            "objective are in its metrics.jsonl).")
+    return (f"Held-out MLM loss not compared for {names}: no objective trains the MLM head, so the held-out MLM "
+            "loss there is that of a head nothing trained and says nothing about the model (the training losses "
+            "per objective are in metrics.jsonl).")
 
 
 def language_order(logged, config_languages: list[str] | None, pivot: str | None = None) -> list[str]:
