@@ -924,3 +924,25 @@ def test_committed_translation_results_name_the_language_they_translate_from():
                 checked += 1
                 assert entry.get("source") is None and entry.get("target"), f"{path}: {name}"
     assert checked >= 2  # translation/results.veco.json and the EPYC series' veco
+
+
+def test_each_translation_initialization_runs_on_its_own_model(tmp_path):
+    """configs/translation.yaml: VECO's rows on the VECO run, the controls for VECO's pretraining on theirs — the
+    start itself (mt_start_encoder, the paper's XLM-R row) and the MLM continuation on VECO's text
+    (mt_mlm_encoder) — with the same fine-tuning as mt_encoder, the same VECO-pretrained-encoder row."""
+    from metaxlm.config import load_config
+    from metaxlm.evaluation import recipe
+
+    cfg = load_config(REPO / "configs" / "translation.yaml")
+    def planned(name, variant=None):
+        target = recipe.ModelToEvaluate(name, tmp_path, tmp_path, variant)
+        return {task.name: task.spec for task in recipe.plan_tasks(cfg, target)}
+    veco, start, control = planned("veco", "veco"), planned("start"), planned("mlm_control", "mlm_control")
+    assert list(veco) == ["mt_veco", "mt_encoder", "mt_random", "mt_veco_reverse"]
+    assert list(start) == ["mt_start_encoder"] and list(control) == ["mt_mlm_encoder"]
+    same = recipe.run_fingerprint(veco["mt_encoder"], "supervised", model_key="m")
+    assert recipe.run_fingerprint(start["mt_start_encoder"], "supervised", model_key="m") == same
+    assert recipe.run_fingerprint(control["mt_mlm_encoder"], "supervised", model_key="m") == same
+    assert cfg.evaluate.models == {"start": "start_of:mlm_control"}
+    assert set(cfg.train_for("mlm_control").objectives) == {"mlm_sides", "mlm"}
+    assert cfg.train_for("mlm_control").steps == cfg.train_for("veco").steps
