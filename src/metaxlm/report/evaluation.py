@@ -54,9 +54,9 @@ from metaxlm.report.html import render_html
 from metaxlm.report.pretraining import (
     BY_LANGUAGE_PNG,
     CURVES_PNG,
+    comparable,
     language_order,
     plot_comparison,
-    untrained_head,
     untrained_head_note,
 )
 from metaxlm.report.results import (
@@ -519,25 +519,22 @@ def _pretraining_sections(run_dirs: list[Path], fig_dir: Path, colors: dict[str,
             sections.append(Section(title, [Text(f"See `{RunDir(run).comparison_md}`.")]))
             continue
         try:
-            comp = json.loads(path.read_text(encoding="utf-8"))
-            # a variant that trains no objective on the MLM head: out, with one line (comparisons written before
-            # they named them: found from the variants' summaries)
-            untrained = comp.get("untrained_head") or untrained_head(run, list(comp["final"]))
-            if not (final := {v: losses for v, losses in comp["final"].items() if v not in untrained}):
+            # a variant that trains no objective on the MLM head: out of the numbers, with one line
+            comp = comparable(json.loads(path.read_text(encoding="utf-8")), run)
+            variants, final, untrained = list(comp["final"]), comp["final"], comp["untrained_head"]
+            if not final:
                 sections.append(Section(title, [Text(untrained_head_note(untrained))]))
                 continue
-            comp = {**comp, "final": final, "curves": {v: c for v, c in comp["curves"].items() if v in final}}
-            variants = list(final)
             # the order the terminal showed: the run config's (older comparisons: the order they recorded)
             langs = language_order((lang for losses in final.values() for lang in losses),
                                    run_languages(run) or comp.get("languages"), comp.get("pivot"))
             comp = {**comp, "languages": langs}  # the figure's bars in the table's order
             rows = [[lang, *(f"{number(final[v].get(lang)):.3f}" for v in variants)] for lang in langs]
             rows.append(["mean without the pivot", *(f"{number(comp['mean_non_pivot'][v]):.3f}" for v in variants)])
-            if len(variants) > 1 and comp["baseline"] in final:  # one variant: nothing to compare it with
+            if len(variants) > 1 and comp["baseline"]:  # one variant: nothing to compare it with
                 rows.append([f"Δ vs {comp['baseline']}", *(f"{number(comp['delta_vs_baseline'][v]):+.3f}"
                                                            for v in variants)])
-            steps = ", ".join(f"{v}: {s}" for v, s in comp["steps"].items() if v in final)
+            steps = ", ".join(f"{v}: {s}" for v, s in comp["steps"].items())
             metric = comp["metric"]
             curves, by_language = (f"pretraining_{slug(run.name)}_{png}" for png in (CURVES_PNG, BY_LANGUAGE_PNG))
             plot_comparison(comp, fig_dir / curves, fig_dir / by_language,

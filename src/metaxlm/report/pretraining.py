@@ -102,6 +102,22 @@ def untrained_head(run_dir: Path, variants: list[str]) -> dict[str, list[str]]:
     return out
 
 
+def comparable(comparison: dict, run_dir: Path) -> dict:
+    """A comparison read from comparison.json with the variants `untrained_head` names left out of its numbers
+    (`final`, `curves`, `steps`; no baseline when the baseline is one of them). Comparisons written before they
+    named such variants find them from the variants' summaries; one written since is returned as it is."""
+    if "untrained_head" in comparison:
+        return comparison
+    untrained = untrained_head(run_dir, list(comparison["final"]))
+    final = {v: losses for v, losses in comparison["final"].items() if v not in untrained}
+    kept = {**comparison, "final": final, "untrained_head": untrained,
+            "curves": {v: c for v, c in comparison["curves"].items() if v in final},
+            "steps": {v: s for v, s in comparison["steps"].items() if v in final}}
+    if comparison.get("baseline") in untrained:
+        kept["baseline"] = None
+    return kept
+
+
 def untrained_head_note(untrained: dict[str, list[str]]) -> str:
     """The line that says which variants the held-out comparison leaves out, and why."""
     names = "; ".join(f"{v} ({', '.join(objectives)})" for v, objectives in untrained.items())
