@@ -157,3 +157,35 @@ def test_no_nan_leaks_from_a_missing_run_into_the_scores(finished, tmp_path):
     runs = [v for stat in assembled["per_language"].values() for v in stat["runs"]]
     assert runs and not any(math.isnan(v) for v in runs)
     assert assembled["seeds"] == [1]
+
+
+def test_records_of_another_series_fill_in_whole_models_never_mixed(finished, pairs_dir, tmp_path, capsys):
+    """`--records DIR`: a model with no records in evaluate.finished_runs is read whole from the next directory that
+    has it; a model in both comes from evaluate.finished_runs alone (two series' runs are never averaged)."""
+    spec, archive, entry = finished
+    published, controls = tmp_path / "published", tmp_path / "controls"
+    keep_only(archive, published / "xlm" / "toy_mt", ["de-seed0", "de-seed1"])
+    keep_only(archive, controls / "xlm" / "toy_mt", ["de-seed0", "de-seed1", "fr-seed0", "fr-seed1"])
+    keep_only(archive, controls / "start" / "toy_mt", ["fr-seed0", "fr-seed1"])
+    fields = {k: v for k, v in task_fields(pairs_dir).items() if k != "name"}
+    config = tmp_path / "cmp.yaml"
+    config.write_text(yaml.safe_dump({
+        "output_dir": str(tmp_path / "run"), "data": {"languages": ["en", "de", "fr"]}, "variants": {"xlm": {}},
+        "evaluate": {"seeds": [0, 1], "finished_runs": str(published), "models": {"start": str(tmp_path / "m")},
+                     "tasks": {"toy_mt": {"task": "translation_demo", **fields}}}}), encoding="utf-8")
+    out = tmp_path / "so-far"
+    assert main(["report", "--finished-runs", str(config), "--records", str(controls), "--out", str(out)]) == 0
+    printed = capsys.readouterr().out
+    assert "to come, xlm · toy_mt: fr seed 0, fr seed 1" in printed  # not filled in from the other series
+    assert "to come, start · toy_mt: de seed 0, de seed 1" in printed
+    xlm = json.loads((out / "eval" / "xlm" / "results.json").read_text(encoding="utf-8"))["tasks"]["toy_mt"]
+    start = json.loads((out / "eval" / "start" / "results.json").read_text(encoding="utf-8"))["tasks"]["toy_mt"]
+    assert list(xlm["per_language"]) == ["de"] and list(start["per_language"]) == ["fr"]
+    assert start["per_language"]["fr"] == json_safe(entry["per_language"]["fr"])
+    assembled = json.loads((out / "assembled-from.json").read_text(encoding="utf-8"))
+    assert assembled["models_from"] == {"xlm": str(published), "start": str(controls)}
+    assert main(["report", "--finished-runs", str(config), "--records", str(tmp_path / "nowhere"),
+                 "--out", str(out)]) == 2
+    assert "nowhere: no such directory (--records)" in capsys.readouterr().err
+    assert main(["report", str(out), "--records", str(controls)]) == 2
+    assert "--records goes with --finished-runs" in capsys.readouterr().err

@@ -300,6 +300,8 @@ def cmd_report(args) -> None:
     if args.finished_runs is not None:
         _report_finished_runs(args)
         return
+    if args.records:
+        raise MetaXLMError("report: --records goes with --finished-runs CONFIG (it adds record directories)")
     if not args.run_dirs:
         raise MetaXLMError("report: give one or more run directories (or --finished-runs CONFIG --out DIR)")
     if missing := [d for d in args.run_dirs if not Path(d).is_dir()]:
@@ -325,7 +327,7 @@ def _report_finished_runs(args) -> None:
                            "finished runs reads no run directory)")
     with run_dir_held(args.out, "metaxlm report --finished-runs"):
         written, to_come = report_finished_runs(load_config(find_config(args.finished_runs), args.run_dirs),
-                                                Path(args.out))
+                                                Path(args.out), tuple(Path(d) for d in args.records))
     print(f"report: {written['html']} (and {written['markdown']})")
     for task, runs in to_come.items():
         print(f"to come, {task}: {', '.join(runs)}")
@@ -429,6 +431,9 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--finished-runs", metavar="CONFIG",
                    help="report a comparison under way from the finished-run records of CONFIG's "
                         "evaluate.finished_runs (no model is read; each task says which runs are still to come)")
+    p.add_argument("--records", action="append", default=[], metavar="DIR",
+                   help="with --finished-runs: another series' record directory (repeatable); each model's records "
+                        "come whole from the first directory that has any for it, evaluate.finished_runs first")
     p.set_defaults(func=cmd_report)
 
     data = sub.add_parser("data", help="data: check files, prepare Arrow, stats")
