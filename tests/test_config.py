@@ -174,6 +174,9 @@ BILLION_LAUGHS = "[" + ", ".join(f"&l{i} [{', '.join([f'*l{i - 1}' if i else 'lo
     ("model: {options: {x: !!binary /w==}}", "model.options.x: binary data is not a config value"),
     ("model: {options: {x: &a [1, *a]}}", "model.options.x.1: a YAML alias inside the value it names"),
     ("model: {options: {x: " + BILLION_LAUGHS + "}}", "YAML aliases expand the config to 490,329,065 values (at most 100,000)"),
+    # 300 levels load (PyYAML's stack allows ~490) but pydantic saves at most 254: refused at load, not at saving
+    ("model: {options: {x: " + "[" * 300 + "]" * 300 + "}}", "model.options.x" + ".0" * 22 + "…: nested more than 64 "
+                                                             "levels deep"),
     ("scale: .inf", "scale: Input should be a finite number"),  # overflowed the scaled budgets
     ("scale: 1.0e+300", "scale: Input should be less than or equal to 1000000"),
     ("train: {eps: .nan}", "train.eps: Input should be a finite number"),
@@ -185,6 +188,17 @@ def test_values_a_run_cannot_use_are_config_errors(tmp_path, yaml_text, needle):
     with pytest.raises(ConfigError) as err:
         load_config(p)
     assert needle in str(err.value)
+
+
+def test_nesting_up_to_the_limit_loads_and_saves(tmp_path):
+    from metaxlm.config import dump_config
+
+    p = tmp_path / "c.yaml"
+    depth = 64 - 4  # the top level, model, options and x are levels too
+    p.write_text(BASE + "model: {options: {x: " + "[" * depth + "1" + "]" * depth + "}}\n")
+    config = load_config(p)
+    dump_config(config, tmp_path / "saved.yaml")
+    assert load_config(tmp_path / "saved.yaml").model.options == config.model.options
 
 
 def test_text_policy_keeps_tabs_newlines_and_shared_aliases(tmp_path):

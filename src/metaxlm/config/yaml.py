@@ -95,16 +95,18 @@ def yaml_error(err: Exception, source: str | Path) -> ConfigError:
 # What YAML can express but no run config needs, and what would break saving the config with its run or using it.
 _MAX_VALUES = 100_000  # after expanding aliases (configs/ hold at most 231); "billion laughs" take hours to save
 _MAX_INT_BITS = 64  # seeds, steps, sizes; Python prints no integer of more than 4300 digits
+_MAX_DEPTH = 64  # nesting levels (configs/ nest at most 6); pydantic refuses to save a config nested a few hundred
 
 
 def _check_values(tree: dict[str, Any]) -> None:
     """Raise ValueError naming the key of the first value a run cannot use: text against the readers' policy on
-    control characters (`text_problem`), binary data (!!binary), integers past 64 bits, a YAML alias inside the
-    value it names, or aliases expanding the config to more than _MAX_VALUES values."""
+    control characters (`text_problem`), binary data (!!binary), integers past 64 bits, containers nested more
+    than _MAX_DEPTH levels, a YAML alias inside the value it names, or aliases expanding the config to more than
+    _MAX_VALUES values."""
     sizes: dict[int, int] = {}  # values under each container: one that aliases share is walked once
     walking: set[int] = set()
 
-    def walk(node: Any, key: str) -> int:
+    def walk(node: Any, key: str, depth: int = 0) -> int:
         if isinstance(node, str):
             if problem := text_problem(node, multiline=True):
                 raise ValueError(f"{key}: {problem}")
@@ -117,13 +119,16 @@ def _check_values(tree: dict[str, Any]) -> None:
             return 1
         if id(node) in walking:
             raise ValueError(f"{key}: a YAML alias inside the value it names")
+        if depth >= _MAX_DEPTH:
+            where = key if len(key) <= 60 else key[:60].rsplit(".", 1)[0] + "…"  # the key of a list nested 64 deep is .0 64 times
+            raise ValueError(f"{where or 'top level'}: nested more than {_MAX_DEPTH} levels deep")
         if id(node) not in sizes:
             walking.add(id(node))
             total = 1
             for name, value in node.items() if isinstance(node, dict) else enumerate(node):
                 if isinstance(node, dict):  # a key is a value too, named by repr: it may hold the control character
-                    walk(name, f"{key or 'top level'}: key {name!r}")
-                total += walk(value, f"{key}.{name}" if key else str(name))
+                    walk(name, f"{key or 'top level'}: key {name!r}", depth + 1)
+                total += walk(value, f"{key}.{name}" if key else str(name), depth + 1)
             walking.discard(id(node))
             sizes[id(node)] = total
         return sizes[id(node)]
