@@ -5,6 +5,13 @@ from pathlib import Path
 
 import pytest
 
+# The suite is the CPU's (CI has no GPU): on a machine with GPUs it hides them, so every test runs what CI runs
+# (auto devices and precisions on the CPU, tensors compared on the host). GPUs are `make gpu-check`'s
+# (docs/scale-out.md); METAXLM_TEST_CUDA=1 keeps them visible. Set before anything initializes CUDA, and inherited
+# by the processes tests start.
+if os.environ.get("METAXLM_TEST_CUDA") != "1":
+    os.environ["CUDA_VISIBLE_DEVICES"] = ""
+
 REPO = Path(__file__).resolve().parents[1]
 SHARED_DATA = REPO.parent / "shared" / "data"
 

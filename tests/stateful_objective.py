@@ -49,7 +49,8 @@ class ToyStateful(Objective):
             k = F.normalize(self.ema(pooled.detach()).float(), dim=-1)
         self._new_keys.append(k)
         logits = torch.cat([(q * k).sum(-1, keepdim=True), q @ self.queue.t()], dim=1) / 0.1
-        return F.cross_entropy(logits, torch.zeros(len(q), dtype=torch.long), reduction="sum")
+        return F.cross_entropy(logits, torch.zeros(len(q), dtype=torch.long, device=logits.device),
+                               reduction="sum")
 
     @torch.no_grad()
     def after_step(self, model) -> None:

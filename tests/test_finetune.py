@@ -179,6 +179,18 @@ def test_training_overfits_a_tiny_dataset(tokenizer, model_dir):
     assert sum(p == g for p, g in zip(after, gold, strict=True)) == len(data)
 
 
+def test_a_classification_head_is_trained_with_cross_entropy_never_as_a_regression(tokenizer, model_dir):
+    """transformers takes a head of one label for regression (an MSE on the class ids: on torch 2.13 it trains, on
+    torch 2.11 it fails in backward): the task names its problem, and a training set of one label is refused."""
+    data = toy_classification(6)
+    task = get_task("classification")(tokenizer, hp())
+    task.fit_labels(data)
+    assert load_model(task, model_dir).config.problem_type == "single_label_classification"
+    one_label = [ex for ex in data if ex.label == "de"]
+    with pytest.raises(MetaXLMError, match="every training example has the label 'de'; a classifier needs two"):
+        get_task("classification")(tokenizer, hp()).fit_labels(one_label)
+
+
 def test_training_is_deterministic_given_the_seed(tokenizer, model_dir):
     data = toy_classification(12)
 
@@ -569,7 +581,8 @@ def test_each_task_type_names_a_collapsed_model_and_only_that(tokenizer):
 
 
 def test_a_forced_collapse_is_marked_warned_and_reported(toy_task, model_dir, tokenizer_dir, tmp_path, capsys):
-    """Training items of one class only: the model predicts that class for every test item. The run is marked in
+    """Training items of one class but one (of one class only, the task refuses them): the model predicts that
+    class for every test item. The run is marked in
     the task entry (language, seed, what), a one-line warning names task, language, seed and the likely cause, and
     the report's table shows it next to the number."""
     from metaxlm.report.evaluation import format_task_table
@@ -577,8 +590,8 @@ def test_a_forced_collapse_is_marked_warned_and_reported(toy_task, model_dir, to
     one_class = tmp_path / "one"
     one_class.mkdir()
     rows = [json.loads(line) for line in (tmp_path / "train.en.jsonl").read_text(encoding="utf-8").splitlines()]
-    (one_class / "train.en.jsonl").write_text("".join(json.dumps({**r, "label": "a"}) + "\n" for r in rows),
-                                              encoding="utf-8")
+    (one_class / "train.en.jsonl").write_text("".join(json.dumps({**r, "label": "b" if i == 0 else "a"}) + "\n"
+                                                      for i, r in enumerate(rows)), encoding="utf-8")
     spec = toy_task.model_copy(update={"train": str(one_class / "train.{lang}.jsonl")})
     capsys.readouterr()
     entry = run_task(spec, model_dir, tmp_path / "out", scenario="zero_shot", languages=["en", "de"],

@@ -350,18 +350,25 @@ class _StepClock:
         return (sum(n for n, _ in kept) / seconds if seconds else 0.0), len(self.tokens)
 
 
+def module_examples(bench: Workbench, n: int) -> list:
+    """`n` English training examples of the demo module task, spread evenly over its file: the file is sorted by
+    label, so its first `n` would all be of one class."""
+    from metaxlm.data.benchmarks import load_examples
+
+    examples = load_examples("demo_module", bench.data / "tasks" / "module" / "train.en.jsonl.xz")
+    return examples[::max(1, len(examples) // n)][:n]
+
+
 def measure_finetune(model_dir: Path, bench: Workbench, settings: CheckSettings, *,
                      peak_tflops: float | None = None) -> dict:
     """One epoch of classification fine-tuning (demo module task, English) of the encoder in `model_dir`, about
     `settings.steps` steps of `settings.batch_size` paragraphs."""
-    from metaxlm.data.benchmarks import load_examples
     from metaxlm.finetune.hyperparameters import Hyperparameters
     from metaxlm.finetune.models import load_finetune_tokenizer, load_model
     from metaxlm.finetune.tasks import get_task
     from metaxlm.finetune.trainer import finetune, set_seed
 
-    n = settings.steps * settings.batch_size
-    examples = load_examples("demo_module", bench.data / "tasks" / "module" / "train.en.jsonl.xz")[:n]
+    examples = module_examples(bench, settings.steps * settings.batch_size)
     hp = Hyperparameters(lr=1e-4, batch_size=settings.batch_size, epochs=1.0, max_seq_len=settings.seq_len,
                          warmup_ratio=0.0, precision=settings.precision)
     task = get_task("classification")(load_finetune_tokenizer(model_dir), hp)
@@ -393,7 +400,6 @@ def measure_finetune_resume(model_dir: Path, bench: Workbench, settings: CheckSe
     import numpy as np
     import torch
 
-    from metaxlm.data.benchmarks import load_examples
     from metaxlm.finetune.checkpoint import Checkpoints
     from metaxlm.finetune.hyperparameters import Hyperparameters
     from metaxlm.finetune.models import load_finetune_tokenizer, load_model
@@ -401,8 +407,7 @@ def measure_finetune_resume(model_dir: Path, bench: Workbench, settings: CheckSe
     from metaxlm.finetune.trainer import finetune, set_seed
 
     steps = max(4, settings.steps)
-    examples = load_examples("demo_module", bench.data / "tasks" / "module" / "train.en.jsonl.xz")
-    examples = examples[:steps * settings.batch_size]
+    examples = module_examples(bench, steps * settings.batch_size)
     hp = Hyperparameters(lr=1e-4, batch_size=settings.batch_size, max_steps=steps, max_seq_len=settings.seq_len,
                          warmup_ratio=0.0, dropout=0.1, precision=settings.precision if settings.precision != "fp16"
                          else "bf16")

@@ -75,12 +75,23 @@ def collate(features: list[Feature], pad_id: int, target_keys: Sequence[str] = (
     return batch
 
 
-@torch.inference_mode()
 def predict_outputs(model, task: HasOutputs, features: list[Feature], hp: Hyperparameters, *,
                     progress: bool = False, desc: str = "predict") -> list[tuple[np.ndarray, ...]]:
     """The model's outputs (`task.output_keys`, float32) per feature, cut to the feature's length for token outputs."""
     device = compute_device()
+    # moved outside inference mode: weights copied to a GPU inside it would be inference tensors, and a training
+    # after this prediction (a score before fine-tuning, an evaluation between steps) could not use them
+    was_training = model.training  # an evaluation between training steps leaves dropout as it found it
     model.to(device).eval()
+    try:
+        with torch.inference_mode():
+            return _predict_outputs(model, task, features, hp, device, progress=progress, desc=desc)
+    finally:
+        model.train(was_training)
+
+
+def _predict_outputs(model, task: HasOutputs, features: list[Feature], hp: Hyperparameters, device: torch.device, *,
+                     progress: bool, desc: str) -> list[tuple[np.ndarray, ...]]:
     pad_id = task.tokenizer.pad_token_id if task.tokenizer.pad_token_id is not None else 0
     precision = resolved_precision(model, hp, device)
     batches = length_sorted_batches([len(f["input_ids"]) for f in features], hp.eval_batch_size, hp.eval_batch_tokens)

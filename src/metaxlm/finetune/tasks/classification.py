@@ -22,6 +22,15 @@ class ClassificationTask(Task):
     def fit_labels(self, examples: Sequence[ClassificationExample]) -> None:
         if not self.labels:
             self.labels = sorted({ex.label for ex in examples})
+        if len(self.labels) == 1:  # cross-entropy over one class is 0 whatever the model does: nothing is learned
+            raise MetaXLMError(f"classification: every training example has the label {self.labels[0]!r}; a "
+                               "classifier needs two labels or more (is the training file sorted by label and cut?)")
+
+    def model_kwargs(self) -> dict:
+        # said, not guessed: transformers takes a head of num_labels 1 for regression and then trains an MSE on the
+        # class ids (torch >= 2.12 silently; older torch fails in backward with "Found dtype Long but expected Float")
+        kwargs = super().model_kwargs()
+        return {**kwargs, "problem_type": "single_label_classification"} if kwargs else kwargs
 
     def encode(self, examples: Sequence[ClassificationExample], *, train: bool) -> list[Feature]:
         pairs = [ex.text_pair for ex in examples]
