@@ -191,12 +191,12 @@ def test_finished_parts_are_reused_and_changed_ones_recomputed(tiny_run, monkeyp
 def test_the_run_clock_measures_only_a_model_evaluated_in_full(tiny_run, tmp_path):
     """A resumed run reuses a model's stored evaluation in a second: that is not the model's cost (the ETA of the
     remaining models, and timings.json, would otherwise say seconds for hours of work)."""
-    from metaxlm.run.clock import RunClock
+    from metaxlm.run.clock import RunClock, RunEvents
 
     cfg = load_config(tiny_run, ["evaluate.checkpoints=false", "evaluate.tasks={}"])
     (recipe.eval_dir(cfg) / "xlm" / "parts").mkdir(parents=True)  # a directory stores nothing: still a measurement
     clock = RunClock(tmp_path / "timings.json", ["evaluate"], printer=lambda _: None)
-    recipe.evaluate_run(cfg, progress=False, clock=clock)
+    recipe.evaluate_run(cfg, progress=False, events=RunEvents([clock]))
     measured = json.loads((tmp_path / "timings.json").read_text())["seconds_per_model"]["final"]
     assert set(measured) == {"xlm"} and measured["xlm"] > 0
     for partly in (False, True):  # resumed with every part stored; with one part stored, the rest computed
@@ -205,7 +205,7 @@ def test_the_run_clock_measures_only_a_model_evaluated_in_full(tiny_run, tmp_pat
             for part in sorted(parts.iterdir())[1:]:
                 part.unlink()
         again = RunClock(tmp_path / "timings.json", ["evaluate"], printer=lambda _: None)
-        recipe.evaluate_run(cfg, progress=False, clock=again)
+        recipe.evaluate_run(cfg, progress=False, events=RunEvents([again]))
         assert json.loads((tmp_path / "timings.json").read_text())["seconds_per_model"]["final"] == measured
         assert again.eval_left == {}  # counted as done all the same
 

@@ -105,9 +105,11 @@ def test_a_run_records_the_time_of_the_stage_it_stops_in(tmp_path, monkeypatch):
                                     "stages": ["vocab", "pretrain"]})
     seen = {}
 
-    def pretrain(cfg, progress, clock):
+    def pretrain(cfg, progress, events):
+        from metaxlm.run.clock import VariantPretrained
+
         time.sleep(0.3)
-        clock.done_variant("a", 1, 0.3)  # a variant done: what a kill from here on would leave
+        events.emit(VariantPretrained("a", 1, 0.3))  # a variant done: what a kill from here on would leave
         seen["after_variant"] = _read(out)["invocations"][-1]["unfinished_stage"]
         time.sleep(0.3)
         raise KeyboardInterrupt
@@ -146,7 +148,7 @@ def _stages_stuck_in_pretraining(record_every: float, inside=None):
 
     from metaxlm import pipeline
 
-    def pretrain(cfg, progress, clock):
+    def pretrain(cfg, progress, events):
         if inside is not None:
             inside.touch()
         time.sleep(600)

@@ -78,6 +78,33 @@ def test_run_clock_costs_what_is_left_from_measured_rates(tmp_path):
     assert unknown == [] and left == pytest.approx(30.0 + 50 * 4.0)
 
 
+def test_a_model_is_costed_by_its_own_parts_not_the_other_models_mean(tmp_path):
+    """VECO's evaluation adds translation fine-tunings the other models do not get: costed by parts, the ETA of the
+    models left prices each part as measured (its own model's, else the mean over the models measured on it)."""
+    from metaxlm.run.clock import EvaluationPlanned, ModelEvaluated, PartEvaluated, RunEvents
+
+    clock = RunClock(tmp_path / "timings.json", ["evaluate"], printer=lambda _: None)
+    events = RunEvents([clock])
+    common = ["task-sib", "retrieval-tatoeba"]
+    events.emit(EvaluationPlanned({"mlm": True, "tlm": True, "veco": True, "veco2": True},
+                                  {"mlm": common, "tlm": common, "veco": [*common, "task-mt_de"],
+                                   "veco2": [*common, "task-mt_de"]}))
+    for part, seconds in (("task-sib", 50.0), ("retrieval-tatoeba", 10.0)):
+        events.emit(PartEvaluated("mlm", part, seconds))
+    events.emit(ModelEvaluated("mlm", 60.0))
+    left, unknown = clock.remaining()
+    # tlm at its parts (60 s); veco's translation part is not measured yet: veco costed at the model mean (60 s)
+    assert unknown == [] and left == pytest.approx(60.0 * 3)
+    for part, seconds in (("task-sib", 40.0), ("retrieval-tatoeba", 10.0), ("task-mt_de", 600.0)):
+        events.emit(PartEvaluated("veco", part, seconds))
+    assert clock.remaining()[0] == pytest.approx(55.0 + 0.0 + 655.0)  # tlm, veco (its parts done), veco2
+    events.emit(ModelEvaluated("veco", 650.0))
+    left, _ = clock.remaining()
+    assert left == pytest.approx((45.0 + 10.0) + (45.0 + 10.0 + 600.0))  # tlm, and veco2 with its translation
+    stored = json.loads((tmp_path / "timings.json").read_text())["seconds_per_part"]["final"]
+    assert stored["task-mt_de"] == {"veco": 600.0} and stored["task-sib"] == {"mlm": 50.0, "veco": 40.0}
+
+
 def test_run_clock_ignores_an_unreadable_timings_file(tmp_path):
     (tmp_path / "timings.json").write_text("{not json")
     clock = RunClock(tmp_path / "timings.json", ["report"], printer=lambda _: None)

@@ -22,7 +22,7 @@ from metaxlm.errors import ConfigError, MetaXLMError
 from metaxlm.io import atomic_write_json
 from metaxlm.models.named import model_dir
 from metaxlm.run import stamps
-from metaxlm.run.clock import RunClock
+from metaxlm.run.clock import AfterProgress, RunClock, RunEvents, StageFinished, VariantPretrained
 from metaxlm.run.info import (
     finish_run_info,
     record_artifact,
@@ -304,7 +304,7 @@ def _discard(cfg: RunConfig, recompute: list[str] | tuple[str, ...]) -> None:
             shutil.rmtree(root)
 
 
-def stage_pretrain(cfg: RunConfig, progress: bool = True, clock: RunClock | None = None) -> dict:
+def stage_pretrain(cfg: RunConfig, progress: bool = True, events: RunEvents | None = None) -> dict:
     """Every variant at the same budget; a finished variant is kept, an interrupted one resumes."""
     from metaxlm.pretrain.recipe import export_for_evaluation, run_pretrain
     from metaxlm.report.pretraining import comparison_summary, pretraining_comparison, write_comparison
@@ -321,8 +321,8 @@ def stage_pretrain(cfg: RunConfig, progress: bool = True, clock: RunClock | None
             print(f"pretrain {name}: already done ({RunDir.of(cfg).variant(name).root})")
         else:
             run_pretrain(cfg, name, resume=done[name] > 0, progress=progress)
-        if clock is not None:
-            clock.done_variant(name, steps - done[name], time.perf_counter() - start)
+        if events is not None:
+            events.emit(VariantPretrained(name, steps - done[name], time.perf_counter() - start))
         if is_main():
             summary = json.loads(RunDir.of(cfg).variant(name).summary.read_text())
             record_artifact(cfg.output_dir, f"pretrain/{name}", stamps.fingerprint(**summary.get("settings", {})),
@@ -345,14 +345,14 @@ def stage_select(cfg: RunConfig, progress: bool = True) -> dict:
     return select(cfg, progress=progress)
 
 
-def stage_evaluate(cfg: RunConfig, progress: bool = True, clock: RunClock | None = None) -> list[dict]:
+def stage_evaluate(cfg: RunConfig, progress: bool = True, events: RunEvents | None = None) -> list[dict]:
     """Evaluate the run's models; run_info.json records each one's model files and evaluate settings (their parts
     and fine-tuning runs are reused only under both unchanged: metaxlm.evaluation.recipe)."""
     from metaxlm.evaluation.encoder_export import write_encoder_files
     from metaxlm.evaluation.recipe import eval_dir, evaluate_run, model_fingerprint, models_to_evaluate
     from metaxlm.records import RESULTS_FILE
 
-    results = evaluate_run(cfg, progress=progress, clock=clock)
+    results = evaluate_run(cfg, progress=progress, events=events)
     for target in models_to_evaluate(cfg):
         if target.final and target.variant is not None:  # its layers, sentence-transformers files and model card
             write_encoder_files(cfg, target.variant)
@@ -406,29 +406,41 @@ def run(cfg: RunConfig, progress: bool = True, recompute: list[str] | tuple[str,
     _discard(cfg, recompute)
     run_precision(cfg.output_dir)  # `auto` decided once for the run (recorded; kept on resume), before any loop
     seconds: dict[str, float] = {}
+    clock = planned_clock(cfg)
+    for name in cfg.stages:
+        seconds[name] = run_stage(cfg, name, seconds, clock, progress=progress)
+    finish_run_info(cfg.output_dir, seconds)
+    print(f"run finished: {cfg.output_dir}")
+
+
+def planned_clock(cfg: RunConfig) -> RunClock:
+    """The whole run's clock, its plan made from what is left: each variant's steps, and a forecast of the models
+    to evaluate and their parts (evaluate_run plans the models that exist once pretraining is done)."""
     clock = RunClock(RunDir.of(cfg).timings, cfg.stages)
     if "pretrain" in cfg.stages:
         clock.plan_pretraining({name: cfg.train_for(name).steps - _steps_done(cfg, name)
                                 for name in cfg.variant_order()})
-    if "evaluate" in cfg.stages:  # a forecast: evaluate_run plans the models that exist once pretraining is done
-        from metaxlm.evaluation.recipe import planned_evaluation
+    if "evaluate" in cfg.stages:
+        from metaxlm.evaluation.recipe import planned_evaluation, planned_evaluation_parts
 
-        clock.plan_evaluation(planned_evaluation(cfg))
-    for name in cfg.stages:
-        print(f"== stage {name}", flush=True)
-        start = time.perf_counter()
+        clock.plan_evaluation(planned_evaluation(cfg), planned_evaluation_parts(cfg))
+    return clock
+
+
+def run_stage(cfg: RunConfig, name: str, finished: dict[str, float], clock: RunClock, *, progress: bool) -> float:
+    """One stage of `metaxlm run`, timed (its time so far recorded after each variant and model, what a kill
+    leaves), its events to the clock; returns its seconds."""
+    print(f"== stage {name}", flush=True)
+    start = time.perf_counter()
+    with stage_time_recorded(cfg.output_dir, finished, name) as record_so_far:
+        events = RunEvents([clock, AfterProgress(record_so_far)])
+        if name == "pretrain" and world_size() > 1:
+            wait_for_main("the stages before pretraining")  # the other processes start pretraining with rank 0
         stage = STAGES[name]
-        with stage_time_recorded(cfg.output_dir, seconds, name) as record_so_far:
-            clock.on_progress = record_so_far  # after each variant pretrained and each model evaluated
-            if name == "pretrain" and world_size() > 1:
-                wait_for_main("the stages before pretraining")  # the other processes start pretraining with rank 0
-            if name in ("pretrain", "evaluate"):
-                made = stage(cfg, progress=progress, clock=clock)
-            else:
-                made = stage(cfg, progress=progress)
-        seconds[name] = time.perf_counter() - start
-        print(f"== stage {name} done in {seconds[name]:.1f}s", flush=True)
-        clock.done_stage(name, seconds[name], measured=not isinstance(made, Reused))
-        record_stage_seconds(cfg.output_dir, seconds)
-    finish_run_info(cfg.output_dir, seconds)
-    print(f"run finished: {cfg.output_dir}")
+        made = stage(cfg, progress=progress, events=events) if name in ("pretrain", "evaluate") \
+            else stage(cfg, progress=progress)
+    seconds = time.perf_counter() - start
+    print(f"== stage {name} done in {seconds:.1f}s", flush=True)
+    events.emit(StageFinished(name, seconds, reused=isinstance(made, Reused)))
+    record_stage_seconds(cfg.output_dir, {**finished, name: seconds})
+    return seconds

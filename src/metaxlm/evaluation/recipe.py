@@ -37,7 +37,7 @@ from metaxlm.models.named import model_dir
 from metaxlm.records import CHOSEN_ON_DEV, FIXED_DEFAULT, RESULTS_FILE, json_text, write_results
 from metaxlm.roots import expand_roots
 from metaxlm.run import code as run_code
-from metaxlm.run.clock import RunClock
+from metaxlm.run.clock import EvaluationPlanned, ModelEvaluated, PartEvaluated, RunEvents
 from metaxlm.run.layout import RunDir
 
 
@@ -76,6 +76,30 @@ def planned_evaluation(cfg: RunConfig) -> dict[str, bool]:
         models[variant] = True
     models.update({name: True for name in cfg.evaluate.models})
     return models
+
+
+def planned_parts(cfg: RunConfig, target: ModelToEvaluate) -> list[str]:
+    """The parts `target`'s evaluation computes, named as their files under parts/ (without .json): the run clock
+    costs a model by them."""
+    parts = []
+    for task in plan_tasks(cfg, target):
+        parts.append(f"task-{task.name}")
+        if task.matrix_seeds is not None:
+            parts.append(f"matrix-{task.name}")
+    return [*parts, *(f"retrieval-{name}" for name in cfg.evaluate.retrieval),
+            *(f"alignment-{name}" for name in cfg.evaluate.alignment)]
+
+
+def planned_evaluation_parts(cfg: RunConfig) -> dict[str, list[str]]:
+    """`planned_parts` of each model `planned_evaluation` forecasts (which parts a model gets depends on its name,
+    variant and kind only, so no model files are needed)."""
+    parts = {}
+    for name, final in planned_evaluation(cfg).items():
+        variant, _, step = name.partition("@step")
+        target = ModelToEvaluate(name, Path(), Path(), variant=variant if variant in cfg.variants else None,
+                                 step=int(step) if step else None, final=final)
+        parts[name] = planned_parts(cfg, target)
+    return parts
 
 
 def models_to_evaluate(cfg: RunConfig) -> list[ModelToEvaluate]:
@@ -440,7 +464,10 @@ def stored_parts(cfg: RunConfig, target: ModelToEvaluate) -> dict[str, bool]:
     return {file: _stored_part(parts / file, _fingerprint(key), code)[1] for file, key in keys.items()}
 
 
-def evaluate_model(cfg: RunConfig, target: ModelToEvaluate, *, progress: bool = True) -> dict:
+def evaluate_model(cfg: RunConfig, target: ModelToEvaluate, *, progress: bool = True, events: RunEvents | None = None,
+                   measured: bool = True) -> dict:
+    """`target`'s results.json, part by part (each stored and reused by its fingerprint); each part's time goes to
+    `events` (`measured`: False when stored parts were reused, so the times are not the parts' cost)."""
     from metaxlm.features.layers import load_encoder
     from metaxlm.finetune.scenarios import run_task
 
@@ -452,6 +479,14 @@ def evaluate_model(cfg: RunConfig, target: ModelToEvaluate, *, progress: bool = 
                                "model_dir": str(target.model_dir)}
     model_key = model_fingerprint(target.model_dir, target.tokenizer_dir)
     common = {"languages": languages, "tokenizer_dir": target.tokenizer_dir, "progress": progress}
+
+    def part(stem: str, fingerprint: str, compute, *args, **kwargs):
+        """One stored part (parts/<stem>.json, reused under the same fingerprint), its time reported."""
+        start = time.perf_counter()
+        value = _cached(parts / f"{stem}.json", fingerprint, compute, *args, **kwargs)
+        if events is not None:
+            events.emit(PartEvaluated(target.name, stem, time.perf_counter() - start, measured))
+        return value
     for task in plan_tasks(cfg, target):
         name, spec, scenario = task.name, task.spec, task.scenario
         print(f"evaluate {target.name}: task {name} ({scenario})", flush=True)
@@ -461,13 +496,13 @@ def evaluate_model(cfg: RunConfig, target: ModelToEvaluate, *, progress: bool = 
         # each finished (language, seed) run is kept too: an interrupted task resumes after its last one
         run_key = run_fingerprint(spec, scenario, model_key=task_key)
         archive = None if ecfg.finished_runs is None else Path(ecfg.finished_runs) / target.name / name
-        results.setdefault("tasks", {})[name] = _cached(
-            parts / f"task-{name}.json", _fingerprint(key), run_task, spec, target.model_dir,
+        results.setdefault("tasks", {})[name] = part(
+            f"task-{name}", _fingerprint(key), run_task, spec, target.model_dir,
             out / "finetune" / name, scenario=scenario, resume_key=run_key, finished_runs=archive,
             seeds=task.seeds, **common)
         if task.matrix_seeds is not None:
-            results.setdefault("transfer_matrix", {})[name] = _cached(
-                parts / f"matrix-{name}.json", _fingerprint(_matrix_part_key(key, task)),
+            results.setdefault("transfer_matrix", {})[name] = part(
+                f"matrix-{name}", _fingerprint(_matrix_part_key(key, task)),
                 run_task, spec, target.model_dir, out / "finetune" / f"{name}-matrix", scenario="transfer_matrix",
                 seeds=task.matrix_seeds, **common)
     if ecfg.retrieval or ecfg.alignment:
@@ -475,15 +510,15 @@ def evaluate_model(cfg: RunConfig, target: ModelToEvaluate, *, progress: bool = 
         for name, spec in ecfg.retrieval.items():
             print(f"evaluate {target.name}: retrieval {name}", flush=True)
             key = _retrieval_part_key(cfg, spec, model_key)
-            results.setdefault("retrieval", {})[name] = _cached(
-                parts / f"retrieval-{name}.json", _fingerprint(key), evaluate_retrieval, model, tokenizer, spec,
+            results.setdefault("retrieval", {})[name] = part(
+                f"retrieval-{name}", _fingerprint(key), evaluate_retrieval, model, tokenizer, spec,
                 languages, cfg.data.pivot, ecfg, progress)
         for name, spec in ecfg.alignment.items():
             print(f"evaluate {target.name}: word alignment {name}", flush=True)
             key = _alignment_part_key(cfg, spec, model_key)
             try:
-                results.setdefault("alignment", {})[name] = _cached(
-                    parts / f"alignment-{name}.json", _fingerprint(key), evaluate_alignment, model, tokenizer,
+                results.setdefault("alignment", {})[name] = part(
+                    f"alignment-{name}", _fingerprint(key), evaluate_alignment, model, tokenizer,
                     spec, ecfg)
             except ConfigError as err:
                 raise ConfigError(f"evaluate.alignment.{name}: {err}") from None
@@ -510,8 +545,9 @@ def evaluated_precision(cfg: RunConfig, target: ModelToEvaluate) -> dict:
 
 
 
-def evaluate_run(cfg: RunConfig, *, progress: bool = True, clock: RunClock | None = None) -> list[dict]:
-    """Evaluate every model of the run (models_to_evaluate), reporting each to the run's clock (whole-run ETA)."""
+def evaluate_run(cfg: RunConfig, *, progress: bool = True, events: RunEvents | None = None) -> list[dict]:
+    """Evaluate every model of the run (models_to_evaluate); each part and model finished goes to `events` (the
+    run clock's whole-run ETA)."""
     ecfg = cfg.evaluate
     if not (ecfg.tasks or ecfg.retrieval or ecfg.alignment):
         raise ConfigError("evaluate: nothing to evaluate (give evaluate.tasks, evaluate.retrieval or "
@@ -519,14 +555,14 @@ def evaluate_run(cfg: RunConfig, *, progress: bool = True, clock: RunClock | Non
     task_specs(ecfg, cfg.scale)  # fail on a bad task config before any model is loaded
     task_models(ecfg, [*cfg.variants, *ecfg.models])
     targets = models_to_evaluate(cfg)
-    if clock is not None:
-        clock.plan_evaluation({t.name: t.final for t in targets})
+    if events is not None:
+        events.emit(EvaluationPlanned({t.name: t.final for t in targets}, {t.name: planned_parts(cfg, t) for t in targets}))
     results = []
     for target in targets:
         start = time.perf_counter()
         # anything stored before (parts, finished fine-tuning runs) is reused: then the time is not the model's cost
         resumed = any(path.is_file() for path in (eval_dir(cfg) / target.name).rglob("*"))
-        results.append(evaluate_model(cfg, target, progress=progress))
-        if clock is not None:
-            clock.done_model(target.name, time.perf_counter() - start, measured=not resumed)
+        results.append(evaluate_model(cfg, target, progress=progress, events=events, measured=not resumed))
+        if events is not None:
+            events.emit(ModelEvaluated(target.name, time.perf_counter() - start, measured=not resumed))
     return results
