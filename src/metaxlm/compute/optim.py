@@ -1,5 +1,6 @@
-"""AdamW with BERT's parameter grouping and the linear warm-up/decay schedule, for every training loop (pretraining,
-fine-tuning)."""
+"""AdamW with BERT's parameter grouping, for every training loop (pretraining, fine-tuning), and the linear
+warm-up/decay schedule pretraining uses (with its held groups for a new-head warm-up); fine-tuning schedules with
+transformers' `get_linear_schedule_with_warmup`, the same shape."""
 
 from __future__ import annotations
 

@@ -1,8 +1,8 @@
 """The precision that fits the machine: `auto` (the default everywhere) picks bf16 only where it is clearly faster,
 and decides ONCE: per process, per run, per machine.
 
-bf16 autocast is not a speed-up on every CPU: on an Intel Xeon with the avx512_bf16 flag (and no AMX exposed)
-bf16 matmuls ran at half the fp32 rate, on some AMD EPYCs 0.02x (no bf16 flags), on others 2.5x. So `auto` measures:
+bf16 autocast is not a speed-up on every CPU (the ratios measured on the project's machines, from far slower to
+several times faster, are in docs/scale-out.md "Precision: one decision per run"). So `auto` measures:
 
 * CPU: bf16 and fp32 matmuls at FIXED shapes (`DECISION_SHAPES`, a transformer-base feed-forward at 512 rows, not the
   model's: a decision per shape made one process run one batching in bf16 and the next in fp32), the two dtypes

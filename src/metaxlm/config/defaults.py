@@ -6,9 +6,9 @@ from __future__ import annotations
 
 from typing import Literal, get_args
 
-# Padded tokens per inference batch (items x the longest): on the CPUs measured, batches of ~1,000 tokens ran
-# 1.4-1.6x the tokens/s of 128-item batches (bench/evaluation_profile.py; the smaller working set stays in cache),
-# and a budget keeps a batch of long items from growing with them. Larger suits a GPU: evaluate.batch_tokens,
+# Padded tokens per inference batch (items x the longest): a token budget rather than an item count keeps the
+# working set small (it stays in cache: the measurement is in docs/benchmarks.md, bench/evaluation_profile.py) and
+# keeps a batch of long items from growing with them. Larger suits a GPU: evaluate.batch_tokens,
 # hyperparameters.eval_batch_tokens.
 INFERENCE_BATCH_TOKENS = 1024
 MASK_PROB = 0.15  # BERT's share of tokens chosen for masking: train.mask_prob and every objective that masks
