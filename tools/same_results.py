@@ -21,7 +21,9 @@ import json
 import sys
 from pathlib import Path
 
-IGNORED_KEYS = ("model_dir", "seconds", "started", "finished", "report_hints", "written")
+# wall-clock times and paths differ between any two runs (a fine-tuning run's training seconds too)
+IGNORED_KEYS = ("model_dir", "seconds", "started", "finished", "report_hints", "written", "train_seconds",
+                "train_seconds_by_machine")
 
 
 def _sha(path: Path) -> str:
