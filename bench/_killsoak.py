@@ -124,9 +124,10 @@ def install_pretrain_probes(emit: Probes) -> None:
 def install_evaluation_probes(emit: Probes) -> None:
     import metaxlm.evaluation.recipe as recipe
     import metaxlm.finetune.scenarios as scenarios
+    import metaxlm.run.stamps as stamps
 
-    # the stored parts are written as text (records.json_text: item rows one line each)
-    cached, write_text, finetune, predict = recipe._cached, recipe.atomic_write_text, scenarios.finetune, \
+    # the stored parts are written as text (records.json_text: item rows one line each) by stamps.get_or_compute
+    cached, write_text, finetune, predict = recipe._cached, stamps.atomic_write_text, scenarios.finetune, \
         scenarios.predict
     retrieval, alignment = recipe.evaluate_retrieval, recipe.evaluate_alignment
 
@@ -159,7 +160,7 @@ def install_evaluation_probes(emit: Probes) -> None:
         emit("store", Path(path).name)
         return write_text(path, text)
 
-    recipe._cached, recipe.atomic_write_text = cached_probe, write_text_probe
+    recipe._cached, stamps.atomic_write_text = cached_probe, write_text_probe
     recipe.evaluate_retrieval, recipe.evaluate_alignment = retrieval_probe, alignment_probe
     scenarios.finetune, scenarios.predict = finetune_probe, predict_probe
 

@@ -70,9 +70,11 @@ def instrument(sections: Sections) -> None:
     import metaxlm.evaluation.recipe as recipe
     import metaxlm.features.layers as layers
     import metaxlm.features.retrieval as retrieval
+    import metaxlm.finetune.resume_key as resume_key
     import metaxlm.finetune.scenarios as scenarios
     import metaxlm.finetune.tasks.base as task_base
     import metaxlm.finetune.translate as translate
+    import metaxlm.run.stamps as stamps
     from metaxlm.finetune.tasks import TASKS
 
     for name in TASKS.names():
@@ -94,7 +96,8 @@ def instrument(sections: Sections) -> None:
         (benchmarks, "load_alignment", "data loading"),
         (recipe, "retrieval_pairs", "data loading"),
         (recipe, "model_fingerprint", "fingerprints (hashing model files)"),
-        (recipe, "atomic_write_text", "writing results"),
+        (resume_key, "model_fingerprint", "fingerprints (hashing model files)"),  # a task's own model files
+        (stamps, "atomic_write_text", "writing results"),  # the stored parts (stamps.get_or_compute)
         (scenarios, "atomic_write_text", "writing results"),
     ]
     for module, name, section in where:

@@ -19,6 +19,7 @@ from metaxlm.data.benchmarks import load_examples
 from metaxlm.data.examples import TranslationExample
 from metaxlm.errors import DataError, MetaXLMError
 from metaxlm.finetune.models import load_model, load_seq2seq
+from metaxlm.finetune.resume_key import run_fingerprint
 from metaxlm.finetune.scenarios import run_task
 from metaxlm.finetune.spec import Hyperparameters, TaskSpec, load_task_spec
 from metaxlm.finetune.tasks import get_task
@@ -711,7 +712,7 @@ def test_one_direction_per_process_records_runs_the_full_run_reuses(tokenizer, m
     target = recipe.ModelToEvaluate("veco", tmp_path, tmp_path, "veco")
     def keys(overrides):
         plan = recipe.plan_tasks(load_config(REPO / "configs" / "translation.yaml", overrides), target)
-        return {task.name: recipe.run_fingerprint(task.spec, task.scenario, model_key="m") for task in plan}
+        return {task.name: run_fingerprint(task.spec, task.scenario, model_key="m") for task in plan}
     assert keys(["data.languages=[en,fr]"]) == keys([])
 
     s = spec(tmp_path, languages=["en", "de", "fr"])
@@ -736,7 +737,7 @@ def test_a_translation_run_is_keyed_by_the_model_files_it_reads(tokenizer, tmp_p
     final/veco/; init encoder reads the weights."""
     from safetensors.torch import load_file, save_file
 
-    from metaxlm.evaluation.recipe import task_model_fingerprint
+    from metaxlm.finetune.resume_key import task_model_fingerprint
 
     final = tiny_mlm(tokenizer, tmp_path / "final")
     (final / "veco").mkdir()
@@ -940,9 +941,9 @@ def test_each_translation_initialization_runs_on_its_own_model(tmp_path):
     veco, start, control = planned("veco", "veco"), planned("start"), planned("mlm_control", "mlm_control")
     assert list(veco) == ["mt_veco", "mt_encoder", "mt_random", "mt_veco_reverse"]
     assert list(start) == ["mt_start_encoder"] and list(control) == ["mt_mlm_encoder"]
-    same = recipe.run_fingerprint(veco["mt_encoder"], "supervised", model_key="m")
-    assert recipe.run_fingerprint(start["mt_start_encoder"], "supervised", model_key="m") == same
-    assert recipe.run_fingerprint(control["mt_mlm_encoder"], "supervised", model_key="m") == same
+    same = run_fingerprint(veco["mt_encoder"], "supervised", model_key="m")
+    assert run_fingerprint(start["mt_start_encoder"], "supervised", model_key="m") == same
+    assert run_fingerprint(control["mt_mlm_encoder"], "supervised", model_key="m") == same
     assert cfg.evaluate.models == {"start": "start_of:mlm_control"}
     assert set(cfg.train_for("mlm_control").objectives) == {"mlm_sides", "mlm"}
     assert cfg.train_for("mlm_control").steps == cfg.train_for("veco").steps

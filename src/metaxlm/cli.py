@@ -185,7 +185,7 @@ def cmd_evaluate(args) -> None:
 
 
 def cmd_finetune(args) -> None:
-    from metaxlm.evaluation.recipe import run_fingerprint
+    from metaxlm.finetune.resume_key import run_fingerprint
     from metaxlm.finetune.scenarios import check_source_data, run_task
     from metaxlm.finetune.spec import load_task_spec
     from metaxlm.finetune.tasks import get_task

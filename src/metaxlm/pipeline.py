@@ -349,14 +349,14 @@ def stage_evaluate(cfg: RunConfig, progress: bool = True, events: RunEvents | No
     """Evaluate the run's models; run_info.json records each one's model files and evaluate settings (their parts
     and fine-tuning runs are reused only under both unchanged: metaxlm.evaluation.recipe)."""
     from metaxlm.evaluation.encoder_export import write_encoder_files
-    from metaxlm.evaluation.recipe import eval_dir, evaluate_run, model_fingerprint, models_to_evaluate
+    from metaxlm.evaluation.recipe import eval_dir, evaluate_run, models_to_evaluate
     from metaxlm.records import RESULTS_FILE
 
     results = evaluate_run(cfg, progress=progress, events=events)
     for target in models_to_evaluate(cfg):
         if target.final and target.variant is not None:  # its layers, sentence-transformers files and model card
             write_encoder_files(cfg, target.variant)
-        digest = stamps.fingerprint(model=model_fingerprint(target.model_dir, target.tokenizer_dir),
+        digest = stamps.fingerprint(model=stamps.model_fingerprint(target.model_dir, target.tokenizer_dir),
                                     evaluate=cfg.evaluate.model_dump(mode="json"), languages=cfg.data.languages,
                                     pivot=cfg.data.pivot, scale=cfg.scale)
         record_artifact(cfg.output_dir, f"eval/{target.name}", digest, made=True,  # results.json: written each time

@@ -22,7 +22,6 @@ vocabulary when final/ has it; VECO: its NLU export) are exported by the pretrai
 
 from __future__ import annotations
 
-import hashlib
 import json
 import time
 from dataclasses import dataclass
@@ -31,14 +30,15 @@ from typing import Any
 
 from metaxlm.config import START_OF, AlignmentEvalSpec, EvalConfig, RetrievalEvalSpec, RunConfig
 from metaxlm.errors import ConfigError, MetaXLMError
-from metaxlm.io import atomic_write_text, disk_full_guard
-from metaxlm.models.archs.veco import VECO_SUBDIR
+from metaxlm.finetune.resume_key import run_fingerprint, task_model_fingerprint
+from metaxlm.io import disk_full_guard
 from metaxlm.models.named import model_dir
-from metaxlm.records import CHOSEN_ON_DEV, FIXED_DEFAULT, RESULTS_FILE, json_text, write_results
+from metaxlm.records import CHOSEN_ON_DEV, FIXED_DEFAULT, RESULTS_FILE, write_results
 from metaxlm.roots import expand_roots
-from metaxlm.run import code as run_code
+from metaxlm.run import stamps
 from metaxlm.run.clock import EvaluationPlanned, ModelEvaluated, PartEvaluated, RunEvents
 from metaxlm.run.layout import RunDir
+from metaxlm.run.stamps import model_fingerprint
 
 
 @dataclass(frozen=True)
@@ -154,63 +154,13 @@ def _exported_checkpoints(vdir, variant: str) -> dict[int, dict[str, str]]:
     return {int(step): dirs for step, dirs in listed.items()}
 
 
-MODEL_FILES = ("config.json", "*.safetensors", "*.bin")
-TOKENIZER_FILES = ("tokenizer.json", "tokenizer_config.json", "*.model", "vocab.txt")
-
-
-def model_fingerprint(model_dir: Path, tokenizer_dir: Path, *, weights: bool = True,
-                      subfolders: tuple[str, ...] = ()) -> str:
-    """sha256 of the model's weights and config and of its tokenizer's files: a stored part belongs to the model it
-    was computed on (retraining a variant, or pointing a name at another directory, recomputes it). `weights`
-    False: the config and tokenizer only (for a computation that reads only the model's shapes); `subfolders`:
-    model files of these subdirectories too (a VECO run's final/veco/, which translation's init veco reads)."""
-    digest = hashlib.sha256()
-    model_patterns = MODEL_FILES if weights else ("config.json",)
-    # (prefix of each file's name, folder, patterns); the prefix keeps a subfolder's files apart from the model's
-    folders = [("", Path(model_dir), model_patterns), *((f"{sub}/", Path(model_dir) / sub, model_patterns)
-                                                         for sub in subfolders),
-               ("", Path(tokenizer_dir), TOKENIZER_FILES)]
-    for prefix, folder, patterns in folders:
-        for path in sorted({p for pattern in patterns for p in folder.glob(pattern) if p.is_file()}):
-            digest.update(f"{prefix}{path.name}".encode())
-            with path.open("rb") as f:
-                for block in iter(lambda f=f: f.read(1 << 20), b""):
-                    digest.update(block)
-    return digest.hexdigest()[:16]
-
-
-def task_model_fingerprint(spec, model_dir: Path, tokenizer_dir: Path, model_key: str | None = None) -> str:
-    """model_fingerprint of the model files a task's fine-tuning reads: a translation model assembled with
-    `seq2seq.init: random` reads only the shapes (and the tokenizer), `init: veco` also a VECO run's final/veco/;
-    every other task the model's files, whose fingerprint `model_key` is when the caller has it already."""
-    assembly = getattr(spec, "seq2seq", None)
-    if assembly is not None and assembly.init == "random":
-        return model_fingerprint(model_dir, tokenizer_dir, weights=False)
-    if assembly is not None and assembly.init == "veco" and (Path(model_dir) / VECO_SUBDIR).is_dir():
-        return model_fingerprint(model_dir, tokenizer_dir, subfolders=(VECO_SUBDIR,))
-    return model_key if model_key is not None else model_fingerprint(model_dir, tokenizer_dir)
-
-
-def run_fingerprint(spec, scenario: str, model_dir: Path | None = None, tokenizer_dir: Path | None = None, *,
-                    model_key: str | None = None) -> str:
-    """What one fine-tuning run of a task is computed from (the task's settings, the scenario, the model files it
-    reads and the tokenizer): a stored run with this key is reused (metaxlm.finetune.scenarios.run_task's
-    `resume_key`)."""
-    if model_key is None:
-        model_key = task_model_fingerprint(spec, model_dir, tokenizer_dir)
-    return _fingerprint({"spec": spec.model_dump(mode="json"), "scenario": scenario, "model": model_key})
-
-
-def _fingerprint(obj: Any) -> str:
-    return hashlib.sha256(json.dumps(obj, sort_keys=True, default=str).encode()).hexdigest()[:16]
-
-
 # The code every part is computed by: evaluation and everything it imports (fine-tuning, the probes, the metrics).
 PART_CODE = ("metaxlm.evaluation.recipe",)
 
 
 def _cached(path: Path, fingerprint: str, compute, *args, **kwargs) -> dict:
-    """The stored part if it was computed from these settings by this code, else `compute(*args, **kwargs)`, stored.
+    """The stored part if it was computed from these settings by this code, else `compute(*args, **kwargs)`, stored
+    (metaxlm.run.stamps.get_or_compute).
 
     A part computed by other code (or stored before parts recorded theirs) is computed again, saying so: a part is
     derived and cheap to remake — the probes' encoder passes take minutes, a task's entry is assembled again from
@@ -218,28 +168,8 @@ def _cached(path: Path, fingerprint: str, compute, *args, **kwargs) -> dict:
     archived across machines in evaluate.finished_runs) are reused whatever code is running: each records the code
     and commit it was made by, and a task entry with runs of other code than this evaluation's says which in its
     note (metaxlm.finetune.scenarios). To recompute anyway, delete the part (or the run's record)."""
-    code = run_code.code_fingerprint(*PART_CODE)
-    stored, reusable = _stored_part(path, fingerprint, code)
-    if reusable:
-        return stored["result"]
-    if stored is not None and stored.get("fingerprint") == fingerprint:
-        print(f"evaluate: {path.name} was computed by other code (code {stored.get('code') or 'not recorded'}, "
-              f"now {code}): computing it again", flush=True)
-    start = time.perf_counter()
-    result = compute(*args, **kwargs)
-    with _writing_results(path):
-        atomic_write_text(path, json_text({"fingerprint": fingerprint, "code": code,  # items' rows one line each
-                                           "seconds": round(time.perf_counter() - start, 1), "result": result}))
-    return result
-
-
-def _stored_part(path: Path, fingerprint: str, code: str) -> tuple[dict | None, bool]:
-    """(the part stored at `path`, None if none; whether `_cached` reuses it: computed from these settings by this
-    code)."""
-    if not path.exists():
-        return None, False
-    stored = json.loads(path.read_text())
-    return stored, stored.get("fingerprint") == fingerprint and stored.get("code") == code
+    return stamps.get_or_compute(path, fingerprint, lambda: compute(*args, **kwargs), code=PART_CODE,
+                                 what="evaluate", writing=_writing_results)
 
 
 def _writing_results(path: Path):
@@ -448,7 +378,6 @@ def stored_parts(cfg: RunConfig, target: ModelToEvaluate) -> dict[str, bool]:
     stored one (`_cached`'s test: the same settings, model files and code) instead of computing it. Reads the
     model's files (their fingerprint), computes nothing."""
     parts = eval_dir(cfg) / target.name / "parts"
-    code = run_code.code_fingerprint(*PART_CODE)
     model_key = model_fingerprint(target.model_dir, target.tokenizer_dir)
     keys: dict[str, dict] = {}
     for task in plan_tasks(cfg, target):
@@ -461,7 +390,8 @@ def stored_parts(cfg: RunConfig, target: ModelToEvaluate) -> dict[str, bool]:
                  for name, spec in cfg.evaluate.retrieval.items()})
     keys.update({f"alignment-{name}.json": _alignment_part_key(cfg, spec, model_key)
                  for name, spec in cfg.evaluate.alignment.items()})
-    return {file: _stored_part(parts / file, _fingerprint(key), code)[1] for file, key in keys.items()}
+    return {file: stamps.stored_result(parts / file, stamps.short_fingerprint(**key), PART_CODE)[1]
+            for file, key in keys.items()}
 
 
 def evaluate_model(cfg: RunConfig, target: ModelToEvaluate, *, progress: bool = True, events: RunEvents | None = None,
@@ -497,12 +427,12 @@ def evaluate_model(cfg: RunConfig, target: ModelToEvaluate, *, progress: bool = 
         run_key = run_fingerprint(spec, scenario, model_key=task_key)
         archive = None if ecfg.finished_runs is None else Path(ecfg.finished_runs) / target.name / name
         results.setdefault("tasks", {})[name] = part(
-            f"task-{name}", _fingerprint(key), run_task, spec, target.model_dir,
+            f"task-{name}", stamps.short_fingerprint(**key), run_task, spec, target.model_dir,
             out / "finetune" / name, scenario=scenario, resume_key=run_key, finished_runs=archive,
             seeds=task.seeds, **common)
         if task.matrix_seeds is not None:
             results.setdefault("transfer_matrix", {})[name] = part(
-                f"matrix-{name}", _fingerprint(_matrix_part_key(key, task)),
+                f"matrix-{name}", stamps.short_fingerprint(**_matrix_part_key(key, task)),
                 run_task, spec, target.model_dir, out / "finetune" / f"{name}-matrix", scenario="transfer_matrix",
                 seeds=task.matrix_seeds, **common)
     if ecfg.retrieval or ecfg.alignment:
@@ -511,14 +441,14 @@ def evaluate_model(cfg: RunConfig, target: ModelToEvaluate, *, progress: bool = 
             print(f"evaluate {target.name}: retrieval {name}", flush=True)
             key = _retrieval_part_key(cfg, spec, model_key)
             results.setdefault("retrieval", {})[name] = part(
-                f"retrieval-{name}", _fingerprint(key), evaluate_retrieval, model, tokenizer, spec,
+                f"retrieval-{name}", stamps.short_fingerprint(**key), evaluate_retrieval, model, tokenizer, spec,
                 languages, cfg.data.pivot, ecfg, progress)
         for name, spec in ecfg.alignment.items():
             print(f"evaluate {target.name}: word alignment {name}", flush=True)
             key = _alignment_part_key(cfg, spec, model_key)
             try:
                 results.setdefault("alignment", {})[name] = part(
-                    f"alignment-{name}", _fingerprint(key), evaluate_alignment, model, tokenizer,
+                    f"alignment-{name}", stamps.short_fingerprint(**key), evaluate_alignment, model, tokenizer,
                     spec, ecfg)
             except ConfigError as err:
                 raise ConfigError(f"evaluate.alignment.{name}: {err}") from None

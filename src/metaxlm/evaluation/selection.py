@@ -152,9 +152,7 @@ def _candidates(cfg: RunConfig, variant: str) -> dict[str, tuple[Path, Path]]:
 
 
 def _scores(cfg: RunConfig, stored: dict, name: str, model_dir: Path, tokenizer_dir: Path) -> dict:
-    from metaxlm.evaluation.recipe import model_fingerprint
-
-    key = stamps.fingerprint(model=model_fingerprint(model_dir, tokenizer_dir),
+    key = stamps.fingerprint(model=stamps.model_fingerprint(model_dir, tokenizer_dir),
                              retrieval={n: cfg.evaluate.retrieval[n].model_dump(mode="json") for n in cfg.select.retrieval},
                              alignment={n: cfg.evaluate.alignment[n].model_dump(mode="json") for n in cfg.select.alignment},
                              layers=cfg.evaluate.layers, precision=cfg.evaluate.precision,
