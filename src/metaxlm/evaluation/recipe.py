@@ -10,7 +10,7 @@ Each finished part (one task, one retrieval set, one alignment set) is stored un
 fingerprint of its settings and of the model's and tokenizer's files, so an interrupted evaluation resumes after
 the last finished part and a changed setting or model is recomputed, never silently reused; and with the
 fingerprint of the code that computes it (metaxlm.run.code: this module and everything it imports), so a part a
-since-fixed bug made is recomputed too. The costly piece of a task part, each fine-tuning run, is not keyed by code:
+since-fixed bug made is recomputed too (both: metaxlm.run.stamps.get_or_compute). The costly piece of a task part, each fine-tuning run, is not keyed by code:
 see `_cached`.
 
 `evaluate.models: {start: "start_of:<variant>"}` evaluates a `start_from` variant's start model in the vocabulary

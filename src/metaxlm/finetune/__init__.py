@@ -5,6 +5,7 @@ training loop, cross-lingual scenarios.
 - `tasks`: task types by name (classification, tagging, spans, qa, translation); `get_task(name)`
 - `trainer`: finetune(..., on_step=...), predict(...)
 - `scenarios`: run_task(...) -> one task entry of the results schema
+- `resume_key`: what a fine-tuning run is computed from (the key its record and checkpoints are stored under)
 """
 
 from metaxlm.finetune.spec import Hyperparameters, TaskSpec, load_task_spec

@@ -10,8 +10,8 @@ and schedule, and in trainer_state.json the step, the current epoch's batches an
 every random generator (python's, numpy's, torch's — dropout masks are drawn from it — and the batch order's), the
 losses so far, the precision training and testing run in (kept on resume, also on a CPU whose `auto` would choose
 another), and the caller's own state (the curve's points). The resume key of the run (what it is computed
-from: task settings, model weights, scenario) is stored too: a checkpoint of other settings is discarded with a
-line saying so, never resumed. Once the run is finished and recorded its checkpoints are removed.
+from: task settings, model weights, scenario — metaxlm.finetune.resume_key, the key of its finished-run record too)
+is stored too: a checkpoint of other settings is discarded with a line saying so, never resumed. Once the run is finished and recorded its checkpoints are removed.
 """
 
 from __future__ import annotations
@@ -49,7 +49,7 @@ class Checkpoints:
     "test": metaxlm.finetune.inference.kept_precision), which a resumed run keeps whatever this CPU's `auto` says."""
 
     directory: Path
-    key: str
+    key: str  # the run's resume key (metaxlm.finetune.resume_key.run_fingerprint)
     every_seconds: float | None = None  # None: FINETUNE_CHECKPOINT_SECONDS (read at use, so a test may change it)
     extra: dict = field(default_factory=dict)
     seconds_before: float = 0.0
