@@ -194,17 +194,18 @@ def test_nesting_up_to_the_limit_loads_and_saves(tmp_path):
     from metaxlm.config import dump_config
 
     p = tmp_path / "c.yaml"
-    depth = 64 - 4  # the top level, model, options and x are levels too
-    p.write_text(BASE + "model: {options: {x: " + "[" * depth + "1" + "]" * depth + "}}\n")
+    depth = 64 - 5  # the top level, evaluate, tasks, t and x are levels too (a task entry is checked later, so any
+    # value loads here; model.options are an architecture's, checked at load)
+    p.write_text(BASE + "evaluate: {tasks: {t: {x: " + "[" * depth + "1" + "]" * depth + "}}}\n")
     config = load_config(p)
     dump_config(config, tmp_path / "saved.yaml")
-    assert load_config(tmp_path / "saved.yaml").model.options == config.model.options
+    assert load_config(tmp_path / "saved.yaml").evaluate.tasks == config.evaluate.tasks
 
 
 def test_text_policy_keeps_tabs_newlines_and_shared_aliases(tmp_path):
     p = tmp_path / "c.yaml"
-    p.write_text(BASE + 'model: {options: {a: &o {note: "tab\\tand\\nnewline"}, b: *o}}\n')
-    assert load_config(p).model.options["b"] == {"note": "tab\tand\nnewline"}
+    p.write_text(BASE + 'evaluate: {tasks: {a: &o {note: "tab\\tand\\nnewline"}, b: *o}}\n')
+    assert load_config(p).evaluate.tasks["b"] == {"note": "tab\tand\nnewline"}
 
 
 def test_numbers_in_exponent_notation_are_numbers_in_files_and_overrides(cfg_file, tmp_path):

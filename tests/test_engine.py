@@ -54,7 +54,7 @@ def test_objective_option_errors_name_the_key(spec, message):
 def test_config_mistakes_fail_before_any_stage(run_template, tmp_path):
     path = make_config(run_template, tmp_path)
     for overrides, message in [
-        (["variants={a: {train: {objectives: {mlm: {weight: 1, layr: 3}}}}}"], r"variants\.a: train\.objectives\.mlm\.layr"),
+        (["variants={a: {train: {objectives: {mlm: {weight: 1, layr: 3}}}}}"], r"variants\.a\.train\.objectives\.mlm\.layr: unknown key"),
         (["model.arch=nope"], r"model\.arch: unknown model arch 'nope' \(registered: bert, veco\)"),
         (["model.arch=veco", "model.options={cross_attention_init: copy}"], r"model\.options\.cross_attention_init"),
         (["variants={a: {train: {steps: many}}}"], r"variants\.a\.train.*steps"),

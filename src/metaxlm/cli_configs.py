@@ -53,7 +53,7 @@ def cmd_configs_copy(args) -> None:
 def cmd_configs_reference(args) -> None:
     from metaxlm.config_reference import reference_markdown
 
-    print(reference_markdown())
+    print(reference_markdown(plugins=args.plugin or []))
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -69,4 +69,6 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.set_defaults(func=cmd_configs_copy)
     p = csub.add_parser("reference", help="print the config reference (every key of a run config and a task "
                                           "config: type, default, meaning) as Markdown")
+    p.add_argument("--plugin", action="append", metavar="MODULE",
+                   help="a plugin module or .py file whose objectives and architectures are listed too (repeatable)")
     p.set_defaults(func=cmd_configs_reference)

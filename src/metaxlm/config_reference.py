@@ -30,6 +30,7 @@ from pydantic_core import PydanticUndefined
 
 from metaxlm.config import RunConfig
 from metaxlm.finetune.spec import TaskSpec
+from metaxlm.registry import load_plugins
 
 # (title, root model, what the keys are relative to)
 ROOTS = [
@@ -227,7 +228,19 @@ def section_markdown(root: str, path: str, model: type[BaseModel], links: dict[t
     return out + [""]
 
 
-def reference_markdown() -> str:
+def component_sections() -> list[tuple[str, str, type[BaseModel]]]:
+    """(title, key path, Options model) of every registered objective, and of every model architecture that
+    has options, as registered now: a plugin imported before (`plugins`) is listed like a built-in piece."""
+    from metaxlm.registry import ARCHS, OBJECTIVES
+
+    found = [("Objective options", f"train.objectives.{name}", OBJECTIVES.get(name).Options)
+             for name in OBJECTIVES.names()]
+    found += [(f"Model options: {name}", "model.options", ARCHS.get(name).Options)
+              for name in ARCHS.names() if ARCHS.get(name).Options.model_fields]
+    return found
+
+
+def reference_markdown(plugins: list[str] = ()) -> str:
     out = [
         "# Config reference",
         "",
@@ -247,4 +260,12 @@ def reference_markdown() -> str:
         out.append("")
         for path, model in found:
             out += section_markdown(title, path, model, links)
+    load_plugins(list(plugins))
+    out += ["## Options of registered pieces", "",
+            "Each objective (`train.objectives.<name>: {...}`; a number is its `weight`) and each model architecture "
+            "(`model.options` with `model.arch: <name>`) declares its options as its `Options` model; "
+            "`load_config` checks them, naming a misspelt key and the piece's options. A plugin's pieces "
+            "(`plugins:`) are listed once imported (`metaxlm configs reference --plugin MODULE`).", ""]
+    for title, path, model in component_sections():
+        out += section_markdown(title, path, model, {})
     return "\n".join(out)

@@ -24,9 +24,17 @@ class Registry(Generic[T]):
         self.kind, self.package = kind, package
         self._entries: dict[str, T] = {}
         self._imported = package is None
+        self.base: type | None = None
+
+    def require(self, base: type) -> None:
+        """Every entry must subclass `base` (its layer's base class, which declares what an entry has: its
+        `Options` among them); called by the module that defines the base."""
+        self.base = base
 
     def register(self, name: str) -> Callable[[T], T]:
         def deco(cls: T) -> T:
+            if self.base is not None and not (isinstance(cls, type) and issubclass(cls, self.base)):
+                raise TypeError(f"{self.kind} {name!r}: {cls!r} is not a subclass of {self.base.__name__}")
             known = self._entries.get(name)
             if known is not None and known is not cls:
                 raise ValueError(f"{self.kind} {name!r} is registered twice ({known.__name__}, {cls.__name__})")
@@ -72,6 +80,14 @@ class Registry(Generic[T]):
     def __contains__(self, name: str) -> bool:
         self._import_package()
         return name in self._entries
+
+
+# The registries whose entries a run config names with options of their own (`train.objectives.<name>: {...}`,
+# `model.arch` with `model.options`). They are declared here, below every layer, so that loading a config can check
+# those options (metaxlm.config.schema.check_component_options) while the entries stay in their own packages,
+# imported on first look-up as every registry's are; each package's base class `require`s itself.
+OBJECTIVES: Registry = Registry("objective", package="metaxlm.pretrain.objectives")
+ARCHS: Registry = Registry("model arch", package="metaxlm.models.archs")
 
 
 def load_plugins(plugins: list[str]) -> None:

@@ -22,6 +22,7 @@ from metaxlm.config.schema import (
     EvalConfig,
     MetaConfig,
     ModelConfig,
+    NoOptions,
     ParallelSpec,
     PrepareConfig,
     ReportConfig,
@@ -33,15 +34,19 @@ from metaxlm.config.schema import (
     TransferConfig,
     VariantPlan,
     VocabConfig,
+    arch_options,
+    check_component_options,
     did_you_mean,
     format_errors,
     load_config,
+    objective_options,
     validation_problems,
 )
 from metaxlm.config.yaml import _YAML_ERRORS as YAML_ERRORS  # what reading YAML raises besides YAMLError too
 from metaxlm.config.yaml import apply_override, dump_config, read_yaml, yaml_error
 
 __all__ = [
+    "NoOptions", "arch_options", "check_component_options", "objective_options",
     "AUTOCAST_PRECISIONS", "FINETUNE_CHECKPOINT_SECONDS", "INFERENCE_BATCH_TOKENS", "MASK_PROB", "PAPER_MU",
     "PRECISIONS", "PROBE_PRECISIONS", "RECORDED_OUTPUTS", "START_OF", "AlignmentEvalSpec", "AutocastPrecision",
     "CorpusSpec", "DataConfig", "EvalConfig", "MetaConfig",

@@ -615,6 +615,54 @@ def _override_of(key: str, problem: str, overrides: list[str] | tuple[str, ...])
     return None
 
 
+class NoOptions(Strict):
+    """The options of a registered piece that has none."""
+
+
+def _options(kind: str, name: str, options_model: type[BaseModel], raw: dict, where: str) -> BaseModel:
+    try:
+        return options_model.model_validate(raw)
+    except ValidationError as err:
+        valid = ", ".join(sorted(options_model.model_fields)) or "none"
+        raise ConfigError(f"invalid options of {kind} {name!r} ({name}'s options: {valid}):\n" + "\n".join(
+            f"  {line}" for line in validation_problems(err, where, options_model))) from None
+
+
+def objective_options(name: str, options: Any, where: str = "train.objectives") -> BaseModel:
+    """An objective's options from the config's `name: weight` or `name: {weight: ..., <option>: ...}`, validated by
+    the registered objective's own `Options` (a misspelt key names itself and the objective's options)."""
+    from metaxlm.registry import OBJECTIVES
+
+    cls = OBJECTIVES.get(name, where=where)
+    raw = {"weight": options} if isinstance(options, int | float) and not isinstance(options, bool) else options
+    if not isinstance(raw, dict):
+        raise ConfigError(f"{where}.{name}: give a weight (a number) or a mapping of options, not {options!r}")
+    return _options("objective", name, cls.Options, raw, f"{where}.{name}")
+
+
+def arch_options(arch: str, options: dict, where: str = "model.options") -> BaseModel:
+    """`model.options` validated by the registered architecture's own `Options`."""
+    from metaxlm.registry import ARCHS
+
+    cls = ARCHS.get(arch, where="model.arch")
+    if not cls.Options.model_fields and options:  # said as it always was: no options at all
+        raise ConfigError(f"{where}: model.arch {arch!r} has no options (got {sorted(options)})")
+    return _options("model arch", arch, cls.Options, options, where)
+
+
+def check_component_options(cfg: RunConfig) -> None:
+    """Every objective and architecture the config names, with its options, checked by the registered piece's own
+    `Options` (after the config's plugins registered theirs): a typo fails when the config is loaded."""
+    for variant in cfg.variants:
+        own = cfg.variants[variant]
+        where = f"variants.{variant}.train.objectives" if "objectives" in (own.train or {}) else "train.objectives"
+        for name, options in cfg.train_for(variant).objectives.items():
+            objective_options(name, options, where)
+        model = cfg.model_for(variant)
+        arch_options(model.arch, model.options, f"variants.{variant}.model.options"
+                     if "options" in (own.model or {}) else "model.options")
+
+
 def load_config(path: str | Path | None, overrides: list[str] = (), model: type[Strict] = RunConfig) -> Strict:
     """Read YAML (read_yaml), apply overrides, validate. Raises ConfigError naming each bad key."""
     tree: dict[str, Any] = {}
@@ -650,4 +698,6 @@ def load_config(path: str | Path | None, overrides: list[str] = (), model: type[
         raise ConfigError(f"invalid config {source}: {err}") from None
     # the config's own components (objectives, models, task types) register before any command looks them up
     load_plugins(getattr(cfg, "plugins", []))
+    if isinstance(cfg, RunConfig):
+        check_component_options(cfg)
     return cfg

@@ -11,11 +11,13 @@ from __future__ import annotations
 from pathlib import Path
 
 import torch
+from pydantic import BaseModel
 from torch import nn
 
+from metaxlm.config import NoOptions, arch_options
 from metaxlm.errors import ConfigError
 from metaxlm.models.loading import quiet_transformers
-from metaxlm.registry import Registry
+from metaxlm.registry import ARCHS
 from metaxlm.vocab.load import save_tokenizer
 
 
@@ -25,11 +27,16 @@ class ModelArch:
     name = "base"
     model_types: tuple[str, ...] = ()  # HF `config.model_type` values this architecture handles
 
+    Options: type[BaseModel] = NoOptions  # `model.options` of this architecture (validated at load_config)
+
     def check_options(self, cfg) -> None:
         """Validate `model.options` (a `ModelConfig`'s architecture-specific settings): a ConfigError naming the
         key. Architectures without options accept none."""
-        if getattr(cfg, "options", None):
-            raise ConfigError(f"model.options: model.arch {self.name!r} has no options (got {sorted(cfg.options)})")
+        self.options(cfg)
+
+    def options(self, cfg) -> BaseModel:
+        """`model.options` as this architecture's `Options`."""
+        return arch_options(self.name, getattr(cfg, "options", None) or {})
 
     def adopt(self, model: nn.Module, cfg, seed: int = 0) -> nn.Module:
         """The model a `start_from` variant continues, as this architecture (`model.arch`): the loaded model itself
@@ -148,7 +155,7 @@ class ModelArch:
             save_tokenizer(tokenizer, out_dir)
 
 
-ARCHS: Registry[type[ModelArch]] = Registry("model arch", package="metaxlm.models.archs")
+ARCHS.require(ModelArch)
 
 
 def get_arch(name: str) -> ModelArch:

@@ -38,7 +38,6 @@ from pathlib import Path
 from typing import Literal
 
 import torch
-from pydantic import ValidationError
 from torch import nn
 from transformers import AutoConfig, AutoModelForMaskedLM, BertConfig, BertForMaskedLM, PreTrainedModel
 from transformers import initialization as init
@@ -53,7 +52,7 @@ from transformers.models.bert.modeling_bert import (
     BertOutput,
 )
 
-from metaxlm.config import Strict, validation_problems
+from metaxlm.config import Strict
 from metaxlm.errors import ConfigError
 from metaxlm.io import atomic_dir
 from metaxlm.models.arch import ARCHS, ModelArch
@@ -376,15 +375,7 @@ VECO_SUBDIR = "veco"  # where a VECO run's final/ keeps the full VECO weights (f
 class Veco(ModelArch):
     model_types = ("veco",)
 
-    def check_options(self, cfg) -> None:
-        self.options(cfg)
-
-    def options(self, cfg) -> VecoOptions:
-        try:
-            return VecoOptions.model_validate(getattr(cfg, "options", None) or {})
-        except ValidationError as err:
-            raise ConfigError("invalid model options for model.arch veco:\n" + "\n".join(
-                f"  {line}" for line in validation_problems(err, "model.options", VecoOptions))) from None
+    Options = VecoOptions
 
     def build(self, cfg, tokenizer, seed: int = 0) -> nn.Module:
         options = self.options(cfg)

@@ -8,9 +8,7 @@ the key, e.g. `train.objectives.tlm.mask_prob`).
 
 from __future__ import annotations
 
-from pydantic import ValidationError
-
-from metaxlm.config import validation_problems
+from metaxlm.config import objective_options
 from metaxlm.errors import ConfigError
 from metaxlm.pretrain.objectives.base import (
     Objective,
@@ -19,10 +17,10 @@ from metaxlm.pretrain.objectives.base import (
     Prepared,
     count_targets,
 )
-from metaxlm.registry import Registry
+from metaxlm.registry import OBJECTIVES
 from metaxlm.seeds import derive_seed
 
-OBJECTIVES: Registry[type[Objective]] = Registry("objective", package="metaxlm.pretrain.objectives")
+OBJECTIVES.require(Objective)
 register = OBJECTIVES.register
 
 
@@ -30,18 +28,7 @@ def parse_objectives(spec: dict, where: str = "train.objectives") -> dict[str, O
     """Validate every objective's options (the short form `name: weight` is `name: {weight: weight}`)."""
     if not spec:
         raise ConfigError(f"{where}: at least one objective is needed (registered: {', '.join(OBJECTIVES.names())})")
-    out = {}
-    for name, options in spec.items():
-        cls = OBJECTIVES.get(name, where=where)
-        raw = {"weight": options} if isinstance(options, int | float) and not isinstance(options, bool) else options
-        if not isinstance(raw, dict):
-            raise ConfigError(f"{where}.{name}: give a weight (a number) or a mapping of options, not {options!r}")
-        try:
-            out[name] = cls.Options.model_validate(raw)
-        except ValidationError as err:
-            raise ConfigError("invalid objective options:\n" + "\n".join(
-                f"  {line}" for line in validation_problems(err, f"{where}.{name}", cls.Options))) from None
-    return out
+    return {name: objective_options(name, options, where) for name, options in spec.items()}
 
 
 def build_objectives(spec: dict, context: ObjectiveContext, where: str = "train.objectives") -> dict[str, Objective]:
