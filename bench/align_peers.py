@@ -179,7 +179,8 @@ def throughput(timings: dict[str, Timed], sets: dict) -> dict:
     pairs = sum(len(sets[name]) for name in timings)
     seconds = sum(t.seconds for t in timings.values())
     return {"pairs": pairs, "seconds": seconds, "pairs_per_s": pairs / seconds,
-            "per_set": {name: {"pairs": len(sets[name]), "seconds": t.seconds, "pairs_per_s": len(sets[name]) / t.seconds,
+            "per_set": {name: {"pairs": len(sets[name]), "seconds": t.seconds,
+                               "pairs_per_s": len(sets[name]) / t.seconds,
                                "other_processes_cpu_share": t.other_cpu_share} for name, t in timings.items()},
             "other_processes_cpu_share_max": max(t.other_cpu_share for t in timings.values())}
 

@@ -15,7 +15,8 @@ the same numbers), and prints the table as Markdown.
     python bench/evaluation_profile.py --config configs/compare.yaml 'evaluate.seeds=[0]'   # overrides
 
 The run's vocabulary is made when missing (the vocab stage) and the start models written (as the pretrain stage
-writes them); a variant's model needs its pretraining first (`metaxlm run configs/compare.yaml 'stages=[vocab,prepare,stats,pretrain]'`).
+writes them); a variant's model needs its pretraining first
+(`metaxlm run configs/compare.yaml 'stages=[vocab,prepare,stats,pretrain]'`).
 """
 
 from __future__ import annotations

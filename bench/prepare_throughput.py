@@ -50,7 +50,7 @@ print(json.dumps({{"num_proc": {num_proc}, "tokenizer_threads": {rust_threads}, 
                   "texts_per_s": texts / secs, "tokens_per_s": tokens / secs,
                   "peak_rss_mb_main": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024,
                   "peak_rss_mb_workers": resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss / 1024}}))
-"""
+"""  # noqa: E501 (the child script, kept byte-identical)
     env = {**os.environ, "TOKENIZERS_PARALLELISM": "true" if rust_threads else "false"}
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True, env=env)
     return json.loads(out.stdout.strip().splitlines()[-1])
@@ -75,13 +75,15 @@ def main() -> None:
             dst.write_text("\n".join(itertools.islice(iter_texts(CorpusSpec(path=str(src))), args.lines)) + "\n")
             files[lang] = dst
         tok = work / "tok"
-        train_vocab({k: CorpusSpec(path=str(v)) for k, v in files.items()}, VocabConfig(size=8000, sample_sentences=50_000),
+        train_vocab({k: CorpusSpec(path=str(v)) for k, v in files.items()},
+                    VocabConfig(size=8000, sample_sentences=50_000),
                     tok, alpha=0.7, progress=False)
         # baseline: one process, one thread; then the tokenizer's threads; then metaxlm's worker processes
         results = [one_setting(1, files, tok, False), one_setting(1, files, tok, True),
                    one_setting(2, files, tok, False)]
     report = {
-        "benchmark": "prepare_throughput", "corpus": {k: str(v) for k, v in corpus_files(args.langs.split(",")).items()},
+        "benchmark": "prepare_throughput",
+        "corpus": {k: str(v) for k, v in corpus_files(args.langs.split(",")).items()},
         "lines_per_language": args.lines, "settings": results,
         "speedup_2proc_vs_1proc_1thread": results[2]["tokens_per_s"] / results[0]["tokens_per_s"],
         "speedup_1proc_rust_threads_vs_1proc_1thread": results[1]["tokens_per_s"] / results[0]["tokens_per_s"],

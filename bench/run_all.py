@@ -1,7 +1,8 @@
 """Run every benchmark script in bench/ (each writes its JSON under runs/bench/).
 
 `--soak` runs the reliability benchmarks instead (issue 13: kills, full disks, fuzzed inputs, corpora larger than
-memory, multi-process faults): they take long and mount tmpfs / make cgroups, so `make bench` leaves them to `make soak`.
+memory, multi-process faults): they take long and mount tmpfs / make cgroups, so `make bench` leaves them to
+`make soak`.
 """
 
 from __future__ import annotations

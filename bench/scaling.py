@@ -12,8 +12,8 @@ same two cores, not more hardware.
 Communication per optimizer step and process, fp32 values (4 bytes), N processes, (N-1)/N the share a ring sends:
   DDP   one all-reduce of the gradients per step: 2 (N-1)/N * P_t * 4, P_t the trainable parameters.
   FSDP  per micro-batch (`grad_accum` of them; metaxlm does not defer FSDP's gradient reduction): an all-gather of
-        the root group (embeddings, MLM head, objectives' heads: P_root) and of each layer the forward calls (P_f; VECO's
-        CS pass calls every layer a second time),
+        the root group (embeddings, MLM head, objectives' heads: P_root) and of each layer the forward calls (P_f;
+        VECO's CS pass calls every layer a second time),
         the layers again in backward (they reshard after their forward; the root does not), a reduce-scatter of the
         gradients (P_t); objectives that label with the model outside its forward (DWA's alignments, MoCo's keys)
         gather the root again and the layers they call (P_lab): (N-1)/N * 4 * (P_root + 2 P_f + P_t + [P_root + P_lab]).
@@ -139,7 +139,8 @@ def method_parameters(size: dict) -> dict[str, dict[str, int]]:
         "PPA (MoCo + TLM)": method("bert", extra_trainable=projection,
                                    extra_root=2 * projection + counts["bert"]["embeddings"],
                                    labelled_layers=n_layers,
-                                   frozen=projection + counts["bert"]["embeddings"] + n_layers * counts["bert"]["layer"]),
+                                   frozen=projection + counts["bert"]["embeddings"]
+                                   + n_layers * counts["bert"]["layer"]),
         # the IS pass, then the CS pass through the same layers (with cross-attention): each layer gathered twice
         "VECO (IS + CS MLM)": method("veco", passes=2),
     }

@@ -56,7 +56,8 @@ def build_template(work: Path, *, mono_lines: int = 3000, pair_lines: int = 1500
             (corpora / f"{lang}.txt").write_text("".join(line for _, line in zip(range(mono_lines), f, strict=False)))
         if lang != "en":
             with lzma.open(DEMO / "parallel" / f"en-{lang}.tsv.xz", "rt", encoding="utf-8") as f:
-                (corpora / f"en-{lang}.tsv").write_text("".join(ln for _, ln in zip(range(pair_lines), f, strict=False)))
+                (corpora / f"en-{lang}.tsv").write_text(
+                    "".join(ln for _, ln in zip(range(pair_lines), f, strict=False)))
     mono = {lang: CorpusSpec(path=str(corpora / f"{lang}.txt")) for lang in LANGUAGES}
     parallel = {f"en-{lang}": ParallelSpec(path=str(corpora / f"en-{lang}.tsv")) for lang in LANGUAGES if lang != "en"}
     template = work / "template"
@@ -142,7 +143,8 @@ def soak_evaluation(work: Path, model: Path, args, say) -> dict:
     ref_out, soak_out = work / "eval-reference", work / "eval-soak"
     ref_cfg = evaluation_config(model, ref_out, steps=args.finetune_steps)
     soak_cfg = evaluation_config(model, soak_out, steps=args.finetune_steps)
-    ref_config, soak_config = write_yaml(work / "eval-reference.yaml", ref_cfg), write_yaml(work / "eval.yaml", soak_cfg)
+    ref_config = write_yaml(work / "eval-reference.yaml", ref_cfg)
+    soak_config = write_yaml(work / "eval.yaml", soak_cfg)
     say("evaluation reference: uninterrupted")
     ref = metaxlm("evaluate", str(ref_config), "--no-progress")
     say(f"  {ref.seconds:.1f}s")
@@ -198,7 +200,8 @@ def main() -> int:
     ks.figure(result, out.with_suffix(".png"))
     for name in ("pretraining", "evaluation"):
         r = result[name]
-        print(f"{name}: {r['soak']['kills']} kills survived ({', '.join(f'{k} {v}' for k, v in r['kills_by_phase'].items())}); "
+        print(f"{name}: {r['soak']['kills']} kills survived "
+              f"({', '.join(f'{k} {v}' for k, v in r['kills_by_phase'].items())}); "
               f"identical: {r['comparison']['identical']}")
     print(f"all identical: {result['all_identical']} in {result['seconds']:.0f}s ({out}, {out.with_suffix('.png')})")
     return 0 if result["all_identical"] else 1

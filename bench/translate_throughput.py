@@ -8,8 +8,8 @@ real model does (a random model would always run to max_new_tokens). Both are bu
 .cache/bench-translate/. Inputs: the first English sentences of data/demo/retrieval/en-de.tsv.xz (held-out pages).
 
 Sides, same beam size, length penalty and max_new_tokens, same threads:
-* batched: `metaxlm.finetune.translate.generate_translations` (sentences sorted by length, batches of --batch-size, outputs
-  put back in input order), the path of `metaxlm translate`;
+* batched: `metaxlm.finetune.translate.generate_translations` (sentences sorted by length, batches of --batch-size,
+  outputs put back in input order), the path of `metaxlm translate`;
 * single: `model.generate()` on one tokenized sentence at a time.
 The sides alternate (--repeats runs each); each is reported by its fastest run (the machine is shared and noisy).
 Tokens = generated tokens up to and including EOS, padding not counted. Also recorded: whether the two sides

@@ -30,7 +30,8 @@ TARGET_COST = 0.35
 
 
 def main() -> None:
-    args = timing_arguments(__doc__, sides=SIDES, batch_size=16, batch_help="rows per batch, of each kind (mono and pair)",
+    args = timing_arguments(__doc__, sides=SIDES, batch_size=16,
+                            batch_help="rows per batch, of each kind (mono and pair)",
                             cache="bench-xlm-align", out="xlm_align_throughput.json")
     overrides = timing_overrides(cache=args.cache, steps=args.steps, warmup=args.warmup, batch_size=args.batch_size,
                                  precision=args.precision)

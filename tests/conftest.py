@@ -150,7 +150,8 @@ def tiny_bert_dir(tokenizer_dir, tmp_path_factory) -> Path:
     tokenizer = load_tokenizer(tokenizer_dir)
     out = tmp_path_factory.mktemp("tiny_bert")
     cfg = transformers.BertConfig(vocab_size=len(tokenizer), hidden_size=32, num_hidden_layers=2, num_attention_heads=2,
-                                  intermediate_size=64, max_position_embeddings=128, pad_token_id=tokenizer.pad_token_id)
+                                  intermediate_size=64, max_position_embeddings=128,
+                                  pad_token_id=tokenizer.pad_token_id)
     transformers.set_seed(0)
     transformers.BertForMaskedLM(cfg).save_pretrained(out)
     return out

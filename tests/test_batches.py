@@ -126,7 +126,8 @@ def check_pair_rows(batch, tok, pairs, seq_len, *, truncated_ok=False):
     ids, mask, side = (batch.tensors[k] for k in ("input_ids", "attention_mask", "side"))
     assert ids.shape == mask.shape == side.shape and ids.dtype == mask.dtype == side.dtype == torch.long
     lengths = mask.sum(1)
-    assert ids.shape[1] == padded_length(int(lengths.max()), seq_len) and (ids.shape[1] % 8 == 0 or ids.shape[1] == seq_len)
+    assert ids.shape[1] == padded_length(int(lengths.max()), seq_len) and (ids.shape[1] % 8 == 0
+                                                                           or ids.shape[1] == seq_len)
     rows = []
     for i in range(len(ids)):
         n = int(lengths[i])
@@ -245,8 +246,10 @@ def test_pair_rows_on_prepared_data_are_whole_pairs(prepared, tok):
 
 def test_long_pairs_are_truncated_proportionally_and_counted():
     ds = datasets.Dataset.from_dict({
-        "src_ids": [[SRC0 + i for i in range(40)], [SRC0 + 7], [SRC0 + i for i in range(3)], [SRC0 + i for i in range(5)]],
-        "tgt_ids": [[TGT0 + i for i in range(20)], [TGT0 + i for i in range(50)], [TGT0 + 9], [TGT0 + i for i in range(4)]],
+        "src_ids": [[SRC0 + i for i in range(40)], [SRC0 + 7], [SRC0 + i for i in range(3)],
+                    [SRC0 + i for i in range(5)]],
+        "tgt_ids": [[TGT0 + i for i in range(20)], [TGT0 + i for i in range(50)], [TGT0 + 9],
+                    [TGT0 + i for i in range(4)]],
     })
     pairs = pair_set(ds)
     pair = source("pair", {"x-y": ds}, seq_len=16)
@@ -261,7 +264,8 @@ def test_long_pairs_are_truncated_proportionally_and_counted():
             assert len(src) + len(tgt) == 16 - 3  # a cut pair fills the row
             share = len(full_src) / (len(full_src) + len(full_tgt))
             assert abs(len(src) / 13 - share) <= 1 / 13 + 1e-9 or min(len(src), len(tgt)) == 1
-    assert {(len(s), len(t)) for s, t in rows} >= {(8, 5), (1, 12), (3, 1), (5, 4)}  # 40:20 cut to 8:5, one-token sides kept
+    # 40:20 cut to 8:5, one-token sides kept
+    assert {(len(s), len(t)) for s, t in rows} >= {(8, 5), (1, 12), (3, 1), (5, 4)}
     assert truncated and pair.stats["truncated_pairs"] == truncated
 
 

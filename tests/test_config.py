@@ -173,7 +173,8 @@ BILLION_LAUGHS = "[" + ", ".join(f"&l{i} [{', '.join([f'*l{i - 1}' if i else 'lo
     ("seed: 0x" + "f" * 17, "seed: integer of more than 64 bits"),  # hex: no 4300-digit limit, no repr either
     ("model: {options: {x: !!binary /w==}}", "model.options.x: binary data is not a config value"),
     ("model: {options: {x: &a [1, *a]}}", "model.options.x.1: a YAML alias inside the value it names"),
-    ("model: {options: {x: " + BILLION_LAUGHS + "}}", "YAML aliases expand the config to 490,329,065 values (at most 100,000)"),
+    ("model: {options: {x: " + BILLION_LAUGHS + "}}",
+     "YAML aliases expand the config to 490,329,065 values (at most 100,000)"),
     # 300 levels load (PyYAML's stack allows ~490) but pydantic saves at most 254: refused at load, not at saving
     ("model: {options: {x: " + "[" * 300 + "]" * 300 + "}}", "model.options.x" + ".0" * 22 + "…: nested more than 64 "
                                                              "levels deep"),
@@ -184,7 +185,8 @@ BILLION_LAUGHS = "[" + ", ".join(f"&l{i} [{', '.join([f'*l{i - 1}' if i else 'lo
 def test_values_a_run_cannot_use_are_config_errors(tmp_path, yaml_text, needle):
     p = tmp_path / "c.yaml"
     key = yaml_text.split(":", 1)[0]  # a key of BASE is replaced: a key given twice is an error of its own
-    p.write_text("".join(line + "\n" for line in BASE.splitlines() if not line.startswith(f"{key}:")) + yaml_text + "\n")
+    p.write_text("".join(line + "\n" for line in BASE.splitlines() if not line.startswith(f"{key}:"))
+                 + yaml_text + "\n")
     with pytest.raises(ConfigError) as err:
         load_config(p)
     assert needle in str(err.value)

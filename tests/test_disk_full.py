@@ -472,7 +472,8 @@ def test_prepare_on_a_full_tmpfs(corpora, run_template, tmp_path):
 
     cfg = tmp_path / "cfg.yaml"
     cfg.write_text(yaml.safe_dump({"output_dir": str(tmp_path / "unused"),
-                                   "data": {"languages": sorted(corpora), "mono": str(corpora["en"].parent / "{lang}.txt")},
+                                   "data": {"languages": sorted(corpora),
+                                            "mono": str(corpora["en"].parent / "{lang}.txt")},
                                    "prepare": {"num_proc": 1, "heldout_texts": 20}}))
     record = mounted_or_skip(bench.prepare_scenario, cfg, run_template / "vocab", run_template / "prepared", tmp_path)
     full = record["full_disk"]

@@ -95,6 +95,7 @@ def test_comparison_tables_are_the_committed_reports():
             continue
         report = (ROOT / "docs/results" / run / "report.md").read_text(encoding="utf-8")
         for table in _tables(section):
-            assert table in report, f"a table in docs/comparison.md's '{heading}' is not in docs/results/{run}/report.md"
+            assert table in report, (f"a table in docs/comparison.md's '{heading}' is not in "
+                                     f"docs/results/{run}/report.md")
             checked += 1
     assert checked >= 4

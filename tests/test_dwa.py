@@ -110,7 +110,8 @@ def test_labels_equal_the_alignment_core_on_the_same_states(model, tok, options)
         src = (t["token_side"][b] == 0).nonzero().squeeze(1)
         tgt = (t["token_side"][b] == 1).nonzero().squeeze(1)
         assert not set(src.tolist()) & {0} and t["orig_ids"][b, src].tolist() == batch.input_ids[b, src].tolist()
-        ref = OTAlignment(kernel=obj.options.kernel, mu=obj.options.mu, filtering=obj.options.filtering).links(states[b, src][None], states[b, tgt][None],
+        ref = OTAlignment(kernel=obj.options.kernel, mu=obj.options.mu,
+                          filtering=obj.options.filtering).links(states[b, src][None], states[b, tgt][None],
                                   torch.ones(1, len(src), len(tgt), dtype=torch.bool))[0]
         got = found.links[b, :len(src), :len(tgt)]
         assert torch.equal(got, ref), b

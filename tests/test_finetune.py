@@ -215,7 +215,8 @@ def test_training_is_deterministic_given_the_seed(tokenizer, model_dir):
 def test_predictions_do_not_depend_on_the_inference_batches(tokenizer, model_dir):
     """eval_batch_tokens only cuts the length-sorted features into other batches: the same outputs, each back at its
     feature (tagging: per-token outputs cut to each feature's own length)."""
-    data = [TaggingExample(f"t{i}", tuple(WORDS["en"][i % 7: i % 7 + 1 + i % 9]), tuple("OX"[k % 2] for k in range(1 + i % 9)))
+    data = [TaggingExample(f"t{i}", tuple(WORDS["en"][i % 7: i % 7 + 1 + i % 9]),
+                           tuple("OX"[k % 2] for k in range(1 + i % 9)))
             for i in range(23)]
     task = get_task("tagging")(tokenizer, hp())
     task.fit_labels(data)
@@ -270,7 +271,8 @@ def test_model_loading_is_quiet_and_checks_the_encoder(tokenizer, model_dir, tmp
     task5 = get_task("spans")(tokenizer, hp(), labels=["O", "B-x", "I-x", "B-y", "I-y"])
     retagged = load_model(task5, tmp_path / "tagger")
     assert retagged.config.num_labels == 5
-    assert torch.equal(retagged.bert.encoder.layer[0].output.dense.weight, model.bert.encoder.layer[0].output.dense.weight)
+    assert torch.equal(retagged.bert.encoder.layer[0].output.dense.weight,
+                       model.bert.encoder.layer[0].output.dense.weight)
     # an encoder of another architecture is not silently re-initialized
     other = transformers.RobertaConfig(vocab_size=len(tokenizer), hidden_size=32, num_hidden_layers=1,
                                        num_attention_heads=2, intermediate_size=64)

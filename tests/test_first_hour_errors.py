@@ -111,7 +111,8 @@ def test_an_override_error_names_the_override_not_the_file(user_dir, capsys):
     assert one_line_error(capsys) == "command-line override vocab.size=abc: Input should be a valid integer"
     with pytest.raises(ConfigError) as err:
         load_config("my.yaml", ["vocab={size: 100, sise: 3}"])
-    assert str(err.value) == "command-line override vocab={size: 100, sise: 3}: vocab.sise: unknown key (did you mean size?)"
+    assert str(err.value) == ("command-line override vocab={size: 100, sise: 3}: vocab.sise: unknown key "
+                              "(did you mean size?)")
     (user_dir / "bad.yaml").write_text("output_dir: run\ndata:\n  languages: [en]\n  alpah: 0.3\n")
     with pytest.raises(ConfigError) as err:  # the file's own problem stays the file's, beside the override's
         load_config("bad.yaml", ["vocab.size=abc"])
@@ -127,7 +128,8 @@ def test_an_override_error_names_the_override_not_the_file(user_dir, capsys):
     ("", ["variants.xlm.train.stesp=3"],
      "command-line override variants.xlm.train.stesp=3: unknown key (did you mean steps?)"),
     ("", ["evaluate.retrieval.r={path: x.tsv, max_pair: 3}"],
-     "command-line override evaluate.retrieval.r={path: x.tsv, max_pair: 3}: evaluate.retrieval.r.max_pair: unknown key (did you mean "
+     "command-line override evaluate.retrieval.r={path: x.tsv, max_pair: 3}: "
+     "evaluate.retrieval.r.max_pair: unknown key (did you mean "
      "max_pairs?)"),
     ("", ["train.objectives.mlm.wieght=1"],
      "train.objectives.mlm.wieght: unknown key (did you mean weight?)"),
@@ -191,7 +193,8 @@ def test_translate_with_an_encoder_suggests_what_works_for_that_model(tmp_path, 
     message = one_line_error(capsys)
     command = (f"metaxlm finetune translation_demo seq2seq.init=encoder --model {tmp_path / 'bert'} --out OUT "
                f"--save-models")
-    assert message == (f"{tmp_path / 'bert'}: not a sequence-to-sequence model (no decoder), so it cannot translate; it "
+    assert message == (f"{tmp_path / 'bert'}: not a sequence-to-sequence model (no decoder), "
+                       f"so it cannot translate; it "
                        f"is an encoder (bert): fine-tune it on a translation task, which assembles the encoder-decoder "
                        f"from it: `{command}` (then `metaxlm translate --model OUT/models/de-seed0`)")
     assert "veco export" not in message  # which refuses a BERT model

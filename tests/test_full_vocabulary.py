@@ -74,7 +74,8 @@ def test_final_model_keeps_the_starts_full_vocabulary(start_dir, tmp_path):
     run_pretrain(cfg, "cont", progress=False)
     out = tmp_path / "run" / "pretrain" / "cont"
     new_to_old = _trim_map(cfg)
-    start_tok, run_tok = AutoTokenizer.from_pretrained(start_dir), AutoTokenizer.from_pretrained(tmp_path / "run" / "vocab")
+    start_tok = AutoTokenizer.from_pretrained(start_dir)
+    run_tok = AutoTokenizer.from_pretrained(tmp_path / "run" / "vocab")
     final_tok = AutoTokenizer.from_pretrained(out / "final")
     start = AutoModelForMaskedLM.from_pretrained(start_dir)
     final = AutoModelForMaskedLM.from_pretrained(out / "final").eval()
@@ -125,7 +126,8 @@ def test_final_model_keeps_the_starts_full_vocabulary(start_dir, tmp_path):
     assert step1.model_dir == step1.tokenizer_dir == out / "ckpt" / "step_00000001" / "full_vocabulary"
     at_step1 = AutoModelForMaskedLM.from_pretrained(step1.model_dir)
     compact1 = load_file(str(out / "ckpt" / "step_00000001" / "model.safetensors"))
-    assert torch.equal(at_step1.get_input_embeddings().weight[new_to_old], compact1["bert.embeddings.word_embeddings.weight"])
+    assert torch.equal(at_step1.get_input_embeddings().weight[new_to_old],
+                       compact1["bert.embeddings.word_embeddings.weight"])
     assert torch.equal(at_step1.get_input_embeddings().weight[others], start_emb[others])
     assert AutoTokenizer.from_pretrained(step1.tokenizer_dir)(ABSENT)["input_ids"] == final_tok(ABSENT)["input_ids"]
 
@@ -144,7 +146,8 @@ def test_start_of_a_variant_in_the_full_or_the_trimmed_vocabulary(start_dir, tmp
     full = save_start_model(cfg, "cont", progress=False)
     start, saved = load_file(str(start_dir / "model.safetensors")), load_file(str(full / "model.safetensors"))
     assert saved.keys() == start.keys() and all(torch.equal(saved[k], start[k]) for k in start)
-    assert AutoTokenizer.from_pretrained(full)(ABSENT)["input_ids"] == AutoTokenizer.from_pretrained(start_dir)(ABSENT)["input_ids"]
+    assert (AutoTokenizer.from_pretrained(full)(ABSENT)["input_ids"]
+            == AutoTokenizer.from_pretrained(start_dir)(ABSENT)["input_ids"])
 
     trimmed = save_start_model(load_config(tmp_path / "cfg.yaml", ["vocab.export=trimmed"]), "cont", progress=False)
     new_to_old = _trim_map(cfg)

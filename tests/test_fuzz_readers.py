@@ -355,7 +355,8 @@ def test_fuzz_read_parallel_tsv(data):
     file = data.draw(stored(data.draw(file_bytes(line=st.one_of(tsv_line, any_line)))))
     with tempfile.TemporaryDirectory() as tmp:
         path = put(tmp, "pairs.tsv", file)
-        check(lambda **kw: read_parallel(path, **kw), path, file, lambda content: expect(model_lines(content), tsv_pair))
+        check(lambda **kw: read_parallel(path, **kw), path, file,
+              lambda content: expect(model_lines(content), tsv_pair))
 
 
 def expect_aligned(src: list[tuple[int, str | None]], tgt: list[tuple[int, str | None]]) -> Expected:
@@ -422,7 +423,8 @@ def test_fuzz_read_muse_dict(data):
     file = data.draw(stored(data.draw(file_bytes(line=st.one_of(muse_line, any_line)))))
     with tempfile.TemporaryDirectory() as tmp:
         path = put(tmp, "en-de.txt", file)
-        check(lambda **kw: read_muse_dict(path, **kw), path, file, lambda content: expect(model_lines(content), muse_pair))
+        check(lambda **kw: read_muse_dict(path, **kw), path, file,
+              lambda content: expect(model_lines(content), muse_pair))
 
 
 # --- FreeDict (dictd) ----------------------------------------------------------------------------------------------

@@ -1,6 +1,7 @@
 """The new-head warm-up (`train.head_warmup_steps`): which parameters a start model lacked, the body held
 bit-identical while the new modules train, a fresh Adam state and an lr warm-up of its own when it joins, exact
-resume inside and after the warm-up (2 processes = 1: tests/test_two_processes.py), and nothing changed when it is off."""
+resume inside and after the warm-up (2 processes = 1: tests/test_two_processes.py), and nothing changed when it is
+off."""
 
 import shutil
 

@@ -44,7 +44,8 @@ def assert_reproduces(found: dict, metric: str, score: float, n_items: int) -> N
 
 
 def hp(**kw) -> Hyperparameters:
-    return Hyperparameters(**{"lr": 3e-3, "batch_size": 8, "max_steps": 3, "max_seq_len": 64, "warmup_ratio": 0.0, **kw})
+    return Hyperparameters(**{"lr": 3e-3, "batch_size": 8, "max_steps": 3, "max_seq_len": 64, "warmup_ratio": 0.0,
+                              **kw})
 
 
 def words(lang: str, rng: random.Random, n: int) -> list[str]:

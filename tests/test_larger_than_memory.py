@@ -2,8 +2,8 @@
 process tree's own start-up footprint is a fraction of the corpus, and finishes without being OOM-killed; a
 pretraining stream's anonymous memory hardly grows with the number of texts; the pieces that keep memory bounded
 (token counts read in Arrow batches, the stream's int32 order in a file mapping, large record batches) are checked
-on their degenerate cases and keep the data and the batch order bit-identical. The full measurement (corpora up to 4x the limit, prepare + pretrain) is
-bench/larger_than_memory.py, whose cgroup code this test runs."""
+on their degenerate cases and keep the data and the batch order bit-identical. The full measurement (corpora up to 4x
+the limit, prepare + pretrain) is bench/larger_than_memory.py, whose cgroup code this test runs."""
 
 import importlib.util
 import os
@@ -137,7 +137,8 @@ def test_stream_memory_hardly_grows_with_the_number_of_texts(tmp_path):
 @pytest.mark.parametrize("batch_size", [1, 3, 100_000])
 def test_column_sum_is_exact_for_every_batching(lengths, batch_size):
     """Empty, one row, a batch size of one row or smaller than the dataset, one batch larger than it."""
-    ds = datasets.Dataset.from_dict({"length": lengths}, features=datasets.Features({"length": datasets.Value("int32")}))
+    ds = datasets.Dataset.from_dict({"length": lengths},
+                                    features=datasets.Features({"length": datasets.Value("int32")}))
     assert column_sum(ds, "length", batch_size=batch_size) == sum(lengths)
     if lengths:  # a select()/shuffle() view (an indices mapping) counts its own rows
         view = ds.select([0] * 3 + list(range(len(lengths))))
@@ -154,7 +155,8 @@ def test_prepare_counts_tokens_without_formatting_rows(tokenizer_dir, tmp_path, 
         raise AssertionError("a dataset was iterated row by row")
 
     monkeypatch.setattr(datasets.Dataset, "__iter__", no_rows)
-    meta = prepare_corpora({"de": CorpusSpec(path=str(tmp_path / "de.txt")), "en": CorpusSpec(path=str(tmp_path / "en.txt"))},
+    meta = prepare_corpora({"de": CorpusSpec(path=str(tmp_path / "de.txt")),
+                            "en": CorpusSpec(path=str(tmp_path / "en.txt"))},
                            {}, tokenizer_dir, tmp_path / "out", PrepareConfig(num_proc=1, heldout_texts=100,
                                                                               writer_batch_size=64), progress=False)
     monkeypatch.undo()

@@ -108,7 +108,8 @@ def test_dictionary_before_splitting_and_from_files(target, tmp_path):
 def test_use_dict_false_and_cased_source(target):
     src = bert()
     d = {"de": {"Katze": ["cat"]}}
-    with_dict, without = match_vocab(src, target, dictionaries=d), match_vocab(src, target, dictionaries=d, use_dict=False)
+    with_dict = match_vocab(src, target, dictionaries=d)
+    without = match_vocab(src, target, dictionaries=d, use_dict=False)
     assert with_dict.counts()["dict"] >= 1
     assert without.counts()["dict"] == 0 and "dict" not in without.rules
     assert at(without, target, "▁Katze") == ("fallback", [])

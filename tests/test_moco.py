@@ -201,7 +201,7 @@ def test_dwa_reads_tlms_shuffled_pairs_consistently(tok, parallel_template):
     assert torch.equal(tlm.tensors["labels"][masked], swapped["input_ids"][masked])
 
 
-# -- learning ------------------------------------------------------------------------------------------------------------
+# -- learning ----------------------------------------------------------------------------------------------------------
 def test_moco_loss_falls_when_overfitting_a_few_pairs(tok):
     model = tiny_model(tok, seed=5)
     obj = moco(model, tok, queue_size=12, momentum=0.9)
@@ -250,7 +250,7 @@ def test_mlm_on_pair_sides_masks_each_side_alone(tok):
     assert loss.requires_grad and loss.item() > 0
 
 
-# -- in the engine: resume with the queue, export ------------------------------------------------------------------------
+# -- in the engine: resume with the queue, export ----------------------------------------------------------------------
 MOCO_RUN = "train.objectives={moco: {weight: 1.0, queue_size: 10, lr_scale: 10.0}, tlm: {weight: 1.0, order: shuffled}}"
 
 

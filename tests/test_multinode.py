@@ -57,7 +57,8 @@ def start_two_nodes(launcher: str, args: list[str]) -> tuple[list[list[str]], li
                              "--rdzv-backend=c10d", f"--rdzv-endpoint=127.0.0.1:{port}", "--rdzv-id=metaxlm-test",
                              "-m", "metaxlm.cli", *args])
         else:  # the shipped config, one process per "machine" instead of 8 GPUs
-            commands.append([str(BIN / "accelerate"), "launch", "--config_file", str(ACCELERATE / "ddp-gpu-multinode.yaml"),
+            commands.append([str(BIN / "accelerate"), "launch",
+                             "--config_file", str(ACCELERATE / "ddp-gpu-multinode.yaml"),
                              "--num_processes=2", f"--machine_rank={node}", "--main_process_ip=127.0.0.1",
                              f"--main_process_port={port}", "-m", "metaxlm.cli", *args])
     # one thread per process, as torchrun sets for several processes per node: two "machines" share two cores
@@ -81,7 +82,8 @@ def check_launch(out: Path, nodes: list[subprocess.CompletedProcess], references
     for node in nodes:
         assert node.returncode == 0, node.stderr[-3000:]
     for reference in references:
-        assert_same_losses_and_weights(reference, out / "pretrain" / "xlm", ("loss", "loss/mlm", "loss/tlm"), steps=STEPS)
+        assert_same_losses_and_weights(reference, out / "pretrain" / "xlm", ("loss", "loss/mlm", "loss/tlm"),
+                                       steps=STEPS)
     # two processes trained (a launcher that starts one per node computes the same numbers: the record says)
     assert json.loads((out / "pretrain" / "xlm" / "summary.json").read_text())["processes"] == 2
     # only global rank 0 writes: one "pretrained" line in all the output, one metrics log with each step once

@@ -184,7 +184,7 @@ def test_frozen_peer_stops_after_the_collective_timeout(runs):
     assert all(ln.startswith("metaxlm: error: rank 1 stopped: ") for ln in lines[1:]), lines
 
 
-# -- metaxlm.run.processes, in this process ------------------------------------------------------------------------------
+# -- metaxlm.run.processes, in this process ----------------------------------------------------------------------------
 
 def test_environment_single_process(monkeypatch):
     for name in ("RANK", "WORLD_SIZE", "LOCAL_RANK", processes.TIMEOUT_ENV):

@@ -65,4 +65,5 @@ def test_a_plugin_task_type_runs_through_evaluate_and_report(tokenizer_dir, tmp_
     config.write_text(yaml.safe_dump(plan))
     failed = cli("evaluate", str(config), "--no-progress")
     assert failed.returncode != 0 and "Traceback" not in failed.stderr
-    assert "unknown task type 'regression' (registered: classification, qa, spans, tagging, translation)" in failed.stderr
+    assert ("unknown task type 'regression' (registered: classification, qa, spans, tagging, translation)"
+            in failed.stderr)

@@ -1,4 +1,5 @@
-"""The pretraining engine: masking, masked-only logits, resume after SIGKILL (2-process equivalence: tests/test_two_processes.py),
+"""The pretraining engine: masking, masked-only logits, resume after SIGKILL (2-process equivalence:
+tests/test_two_processes.py),
 atomic checkpoints, non-finite loss, reloadable outputs."""
 
 import json

@@ -110,7 +110,8 @@ def corrupt_deflate_gzip(lines: int = 100) -> bytes:
 def test_corrupt_deflate_data_is_a_data_error(tmp_path):
     p = tmp_path / "broken.txt.gz"
     p.write_bytes(corrupt_deflate_gzip())
-    assert str(error_of(lambda: iter_lines(p))) == f"{p}: cannot read: Error -3 while decompressing data: invalid block type"
+    assert str(error_of(lambda: iter_lines(p))) == (f"{p}: cannot read: "
+                                                    f"Error -3 while decompressing data: invalid block type")
     for nonblank in (False, True):
         with pytest.raises(DataError, match="cannot read: Error -3") as info:
             count_lines(p, nonblank=nonblank)

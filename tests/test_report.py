@@ -212,7 +212,8 @@ def test_alignment_without_dev_part_and_results_from_before_the_split(tmp_path):
     _write(tmp_path, data)
     md = write_report([tmp_path])["markdown"].read_text()
     assert "| metaxlm | grc-en | ot | 0 / 508 | 2 | fixed default (no dev part) | – | 50.0 | – | – | – | 60.0 |" in md
-    assert ("| metaxlm | de-en | ot | no split (508) | 1 | the scored sentences (older results, no dev split) | – | 30.0 | "
+    assert ("| metaxlm | de-en | ot | no split (508) | 1 | "
+            "the scored sentences (older results, no dev split) | – | 30.0 | "
             "70.0 | 30.0 | 30.0 | 60.0 |") in md
 
 
@@ -289,7 +290,8 @@ def test_curve_leaders_say_who_is_highest_and_whether_beyond_noise():
         return (step, sum(runs) / len(runs), float("nan"), runs)
 
     panels = {  # three seeds a line: Welch's interval at about 4 degrees of freedom
-        "bleu · en→de": {"veco": [point(500, 7.5, 8.0, 8.5), point(1000, 11.5, 12.0, 12.5), point(2000, 14.5, 15, 15.5)],
+        "bleu · en→de": {"veco": [point(500, 7.5, 8.0, 8.5), point(1000, 11.5, 12.0, 12.5),
+                                  point(2000, 14.5, 15, 15.5)],
                          "random": [point(500, 7.3, 7.8, 8.3), point(1000, 5.5, 6.0, 6.5), point(2000, 8.5, 9, 9.5)]},
         "bleu · en→fr": {"veco": [point(500, 4.8, 5.0, 5.2), point(1000, 8.8, 9.0, 9.2)],
                          "random": [point(500, 5.8, 6.0, 6.2), point(1000, 6.8, 7.0, 7.2)]},

@@ -37,7 +37,8 @@ def pretrained(cfg: RunConfig, steps=(10, 20), last: int = 30) -> Path:
     """A variant dir as the pretrain stage leaves it: start_model/, each checkpoint's export, final/, summary."""
     root = Path(cfg.output_dir) / "pretrain" / "aligned"
     model(root / "start_model", "start")
-    exports = {str(s): {"model": f"pretrain/aligned/ckpt/step_{s}/export", "tokenizer": f"pretrain/aligned/ckpt/step_{s}/export"}
+    exports = {str(s): {"model": f"pretrain/aligned/ckpt/step_{s}/export",
+                        "tokenizer": f"pretrain/aligned/ckpt/step_{s}/export"}
                for s in steps}
     for s in steps:
         model(root / "ckpt" / f"step_{s}" / "export", f"step {s}")

@@ -19,7 +19,8 @@ def test_the_softmaxes_and_links_leave_out_what_is_not_alignable():
     tgt_ok = torch.tensor([[True, False, True], [True, True, True]])
     p_xy, p_yx, mask = link_probabilities(src, tgt, src_ok, tgt_ok)
     assert not torch.isnan(p_xy).any() and not torch.isnan(p_yx).any()
-    assert torch.allclose(p_xy[0, :3].sum(1), torch.ones(3)) and torch.allclose(p_yx[0][:, [0, 2]].sum(0), torch.ones(2))
+    assert (torch.allclose(p_xy[0, :3].sum(1), torch.ones(3))
+            and torch.allclose(p_yx[0][:, [0, 2]].sum(0), torch.ones(2)))
     assert (p_xy[~mask] == 0).all() and (p_yx[~mask] == 0).all() and p_xy[1].sum() == 0
     links = (p_xy > 1e-3) & (p_yx > 1e-3) & mask
     assert self_training_loss(p_xy, p_yx, torch.zeros_like(links), src_ok, tgt_ok) == 0  # no link, no loss

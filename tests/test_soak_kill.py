@@ -174,7 +174,8 @@ def test_evaluation_killed_in_fine_tuning_ends_with_the_same_results(pretraining
     assert parts["task-toy"] == {"finetune": FINETUNE_STEPS * len(SEEDS)}
     soak = ks.evaluation_soak(tmp_path / "soak.yaml", parts_dir=tmp_path / "soak" / "eval" / "tiny" / "parts",
                               parts=parts, reference_seconds=10.0, kills=2, seed=0, work=tmp_path,
-                              aims=[("task-toy", "finetune"), ("task-toy2", "finetune")], timeout=300, say=lambda _: None)
+                              aims=[("task-toy", "finetune"), ("task-toy2", "finetune")], timeout=300,
+                              say=lambda _: None)
     attempts = soak["attempts"]
     assert soak["finished"], attempts[-1]["stderr_tail"]
     # both kills paused inside fine-tuning (an event the child reported), so where they landed is not luck

@@ -341,7 +341,8 @@ def test_a_model_that_is_no_seq2seq_is_named(tmp_path, tokenizer):
     cfg = transformers.BertConfig(vocab_size=len(tokenizer), hidden_size=16, num_hidden_layers=1, num_attention_heads=2,
                                   intermediate_size=32)
     transformers.BertForMaskedLM(cfg).save_pretrained(tmp_path / "mlm")
-    with pytest.raises(MetaXLMError, match=r"not a sequence-to-sequence model.*metaxlm finetune translation_demo seq2seq.init=encoder"):
+    with pytest.raises(MetaXLMError, match=r"not a sequence-to-sequence model.*"
+                                           r"metaxlm finetune translation_demo seq2seq.init=encoder"):
         load_seq2seq(tmp_path / "mlm")
 
 
@@ -465,7 +466,8 @@ def test_pretrained_cross_attention_trains_at_the_body_rate_unless_asked(tokeniz
 
     mlm_dir = tiny_mlm(tokenizer, tmp_path / "mlm")
     veco_dir = tmp_path / "veco"
-    veco_from_encoder(transformers.BertForMaskedLM.from_pretrained(mlm_dir), init="random", seed=1).save_pretrained(veco_dir)
+    veco_from_encoder(transformers.BertForMaskedLM.from_pretrained(mlm_dir), init="random",
+                      seed=1).save_pretrained(veco_dir)
     tokenizer.save_pretrained(veco_dir)
     s = spec(tmp_path, seq2seq={"init": "veco", "decoder_layers": 2, "fast_cross_attention": fast})
     task = get_task("translation")(tokenizer, s.hyperparameters)

@@ -30,8 +30,10 @@ CASES = {
               ("loss", "loss/mlm", "loss/tlm", "loss/distill")),
     # global batch 8, queue 10: not a multiple of it (the reference MoCo code asserts that it is)
     "moco": ({"train": {"objectives": {"moco": {"weight": 1.0, "queue_size": 10},
-                                       "tlm": {"weight": 1.0, "order": "shuffled"}}}}, ("loss", "loss/moco", "loss/tlm")),
-    "dwa": ({"train": {"objectives": {"mlm": 1.0, "tlm": 1.0, "dwa": 1.0}}}, ("loss", "loss/mlm", "loss/tlm", "loss/dwa")),
+                                       "tlm": {"weight": 1.0, "order": "shuffled"}}}},
+             ("loss", "loss/moco", "loss/tlm")),
+    "dwa": ({"train": {"objectives": {"mlm": 1.0, "tlm": 1.0, "dwa": 1.0}}},
+            ("loss", "loss/mlm", "loss/tlm", "loss/dwa")),
     # a start model without an MLM head: rank 0 alone imports it (with a new head) while rank 1 waits
     "warmup": ({"start_from": "ENCODER", "train": {"head_warmup_steps": 2, "objectives": {"mlm": 1.0, "dwa": 1.0}}},
                ("loss", "loss/mlm", "loss/dwa", "lr", "lr/new")),

@@ -95,7 +95,8 @@ def test_inference_during_training_reads_the_full_vocabulary(tokenizer, model_di
     model = load_model(task, model_dir)
     model_holder.append(model)
     finetune(model, task, train, hp, seed=0, progress=False,
-             on_step=lambda step, total: (on_step(step, total), predict_outputs(model, task, task.encode(test, train=False), hp)))
+             on_step=lambda step, total: (on_step(step, total),
+                                          predict_outputs(model, task, task.encode(test, train=False), hp)))
     assert seen == [("Embedding", len(tokenizer))] * 3
 
 

@@ -437,7 +437,8 @@ def test_assembled_seq2seq_holds_the_chosen_layers_and_reloads(tok, tmp_path):
     src, src_mask = random_rows(tok, [6, 3])
     tgt, tgt_mask = random_rows(tok, [4, 5], seed=3)
     out = seq2seq(input_ids=src, attention_mask=src_mask, decoder_input_ids=tgt, decoder_attention_mask=tgt_mask)
-    torch.testing.assert_close(out.encoder_last_hidden_state, model.bert(src, attention_mask=src_mask).last_hidden_state)
+    torch.testing.assert_close(out.encoder_last_hidden_state,
+                               model.bert(src, attention_mask=src_mask).last_hidden_state)
 
     # with every layer in the decoder, the decoder IS VECO's CS mode (the virtual decoder CS-MLM trains)
     whole = assemble_seq2seq(model, tok, decoder_layers=3)
@@ -516,7 +517,7 @@ def test_bad_options_and_a_non_veco_model_are_errors_naming_the_key(tok):
         load_veco(tiny_bert(tok))
 
 
-# -- in the engine ------------------------------------------------------------------------------------------------------
+# -- in the engine -----------------------------------------------------------------------------------------------------
 VECO_RUN = "train.objectives={veco: {weight: 1.0, shuffle: true}, veco_segments: {weight: 0.5, cs_yx: 0.5}}"
 
 
@@ -536,7 +537,8 @@ def test_a_veco_run_writes_the_nlu_export_and_the_veco_model(parallel_template, 
     assert type(nlu) is BertForMaskedLM
     veco = AutoModelForMaskedLM.from_pretrained(out / "final" / "veco")
     assert type(veco) is VecoForMaskedLM
-    assert (out / "final" / "tokenizer_config.json").exists() and (out / "final" / "veco" / "tokenizer_config.json").exists()
+    assert ((out / "final" / "tokenizer_config.json").exists()
+            and (out / "final" / "veco" / "tokenizer_config.json").exists())
     # and the sentencepiece model beside each: a translation fine-tuning trims the vocabulary of final/ from it
     from metaxlm.vocab.load import SPM_FILE
 

@@ -55,7 +55,8 @@ def test_the_closure_is_the_runtime_dependencies_without_torch_and_cuda(python):
 
 
 def test_closure_follows_markers_and_extras_and_refuses_a_pin_that_does_not_fit():
-    graph = {"a": ["b[fast]>=1", "nvidia-cublas-cu12", "c; python_version < '3.12'", "d; platform_machine == 'aarch64'"],
+    graph = {"a": ["b[fast]>=1", "nvidia-cublas-cu12", "c; python_version < '3.12'",
+                   "d; platform_machine == 'aarch64'"],
              "b": ["e; extra == 'fast'", "f; extra == 'slow'", "triton"], "c": [], "d": [], "e": ["torch>=2"], "f": []}
     asked: list[set[str]] = []
 

@@ -14,7 +14,8 @@ def run_builder(prog: str, description: str, build: Callable[..., object], defau
                 argv: list[str] | None = None) -> int:
     """Parse the arguments, run `build(out, cache, progress=...)` and report; exit status 2 on a known error."""
     parser = argparse.ArgumentParser(prog=prog, description=description)
-    parser.add_argument("--out", default=default_out, help=f"output dir, replaced when complete (default: {default_out})")
+    parser.add_argument("--out", default=default_out,
+                        help=f"output dir, replaced when complete (default: {default_out})")
     parser.add_argument("--cache", default=".cache/registry", help="where downloaded packages are kept")
     parser.add_argument("--no-progress", action="store_true", help="no progress bars")
     args = parser.parse_args(argv)

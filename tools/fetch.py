@@ -1,9 +1,9 @@
 """Fetch source packages (Debian .deb, PyPI wheel/sdist) into a cache and unpack them.
 
-Nothing is installed: a .deb is opened with `dpkg-deb -x`, a wheel/sdist with zipfile/tarfile. Each unpacked tree lives in `cache_dir/unpacked/<name>_<version>/` and is
-written to a temp dir first and renamed, so an interrupted fetch never leaves a half tree that a later
-run would trust. A package already in the cache is reused without touching the network, so a rebuild
-from a warm cache is offline and byte-identical. A wheel or sdist with an entry that would land outside its
+Nothing is installed: a .deb is opened with `dpkg-deb -x`, a wheel/sdist with zipfile/tarfile. Each unpacked tree lives
+in `cache_dir/unpacked/<name>_<version>/` and is written to a temp dir first and renamed, so an interrupted fetch never
+leaves a half tree that a later run would trust. A package already in the cache is reused without touching the network,
+so a rebuild from a warm cache is offline and byte-identical. A wheel or sdist with an entry that would land outside its
 folder (an absolute path, `..`, a link pointing outside) is refused before anything is written.
 """
 
@@ -154,7 +154,8 @@ def fetch_pypi(name: str, version: str, cache_dir: Path) -> Package:
                     # reached through another link)
                     t.extractall(tmp, filter="data")
         except (zipfile.BadZipFile, tarfile.TarError) as err:  # tarfile.FilterError is a TarError
-            raise FetchError(f"{archive}: cannot unpack it safely ({err}): delete the file and fetch it again") from None
+            raise FetchError(f"{archive}: cannot unpack it safely ({err}): "
+                             f"delete the file and fetch it again") from None
 
     dest = _unpack_once(cache_dir / "unpacked" / f"pypi-{name}_{version}", unpack)
     return Package("pypi", name, version, dest)

@@ -7,8 +7,9 @@ beside its `config.yaml`, as under docs/results/). Per run, four columns, the ce
 (report/comparison.py `headline_scores`): SIB-200 and UD POS zero-shot from English (target average, mean ± std
 over fine-tuning seeds), Tatoeba accuracy@1 at the last layer, and the de-en test AER at the layer chosen on its dev
 part. **Bold**: the 95% interval of the difference to the run's control (`report.control`) excludes 0
-(report/comparison.py `beyond_noise`: test items and seeds; a fine-tuned score from one seed is never bold); *italic*: at the task's chance level, the majority-class score (report/findings.py `at_chance`),
-so it ranks nothing. tools/tests/test_head_to_head.py checks that the README's table is this output.
+(report/comparison.py `beyond_noise`: test items and seeds; a fine-tuned score from one seed is never bold); *italic*:
+at the task's chance level, the majority-class score (report/findings.py `at_chance`), so it ranks nothing.
+tools/tests/test_head_to_head.py checks that the README's table is this output.
 """
 
 from __future__ import annotations

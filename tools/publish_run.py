@@ -14,8 +14,9 @@ Copies, renamed where the run's own name says less out of context:
   reads: tools/regenerate_reports lays them out again to remake the report from what is published.
 Then `python -m tools.regenerate_reports <dest>`: the report a run's report stage wrote still counts that
 invocation as running, and the committed report must equal what the current code makes from the published files
-(tools/tests/test_regenerate_reports.py). The destination is replaced as a whole (written beside it, then swapped), so a stale file of an earlier run never
-stays behind. The report is required: publish after `metaxlm report` (or the run's report stage) has written it.
+(tools/tests/test_regenerate_reports.py). The destination is replaced as a whole (written beside it, then swapped), so a
+stale file of an earlier run never stays behind. The report is required: publish after `metaxlm report` (or the run's
+report stage) has written it.
 """
 
 from __future__ import annotations

@@ -346,7 +346,8 @@ def write_wheelhouse(out: Path, python: str = DEFAULT_PYTHON, platform: str = DE
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m tools.wheelhouse", description=__doc__.split("\n")[0])
-    parser.add_argument("--out", type=Path, default=Path("wheelhouse"), help="the folder (replaced; default wheelhouse)")
+    parser.add_argument("--out", type=Path, default=Path("wheelhouse"),
+                        help="the folder (replaced; default wheelhouse)")
     parser.add_argument("--python", default=DEFAULT_PYTHON, help=f"target CPython version (default {DEFAULT_PYTHON})")
     parser.add_argument("--platform", default=DEFAULT_PLATFORM,
                         help=f"target wheel platform tag (default {DEFAULT_PLATFORM}: glibc 2.28 or newer)")

@@ -793,7 +793,8 @@ def main(argv: list[str] | None = None) -> int:
             raise SystemExit(f"metaxlm check_gpu: unknown objectives {', '.join(unknown)} (known: {', '.join(known)})")
     precision = args.precision or ("fp32" if args.device == "cpu" else "bf16")
     settings = CheckSettings(model=args.model, steps=args.steps, batch_size=args.batch_size, seq_len=args.seq_len,
-                             precision=precision, objectives=objectives, lines=args.lines, pairs=args.pairs, vocab_size=args.vocab_size,
+                             precision=precision, objectives=objectives, lines=args.lines, pairs=args.pairs,
+                             vocab_size=args.vocab_size,
                              data=str(args.data or default_data_dir()))
     processes = args.processes if args.processes is not None else (torch.cuda.device_count() if cuda else 0)
     work = args.work or Path(tempfile.mkdtemp(prefix="metaxlm-gpu-check-"))

@@ -362,7 +362,8 @@ def build_parser() -> argparse.ArgumentParser:
 
     p = sub.add_parser("finetune", help="fine-tune and test one task on any HF model dir (a packaged task or a file)")
     p.add_argument("task", help="a task YAML file, or a packaged task's name (e.g. sib200; metaxlm configs list)")
-    p.add_argument("overrides", nargs="*", metavar="key=value", help="override any task field (e.g. hyperparameters.lr=3e-5)")
+    p.add_argument("overrides", nargs="*", metavar="key=value",
+                   help="override any task field (e.g. hyperparameters.lr=3e-5)")
     p.add_argument("--model", required=True, help="HF model dir (AutoModel)")
     p.add_argument("--tokenizer", help="tokenizer dir (default: the model dir)")
     p.add_argument("--out", required=True, help="output dir (fine-tuned models, predictions, results.json)")

@@ -103,7 +103,8 @@ def append_line(path: str | Path, line: str, *, what: str = "") -> None:
 def jsonl_lines(path: str | Path) -> list[str]:
     """The lines of a JSON-lines log written with append_line, but a last one left incomplete by a process killed
     mid-append (it would stop every reader). An unreadable line elsewhere was not written that way: a DataError."""
-    lines = Path(path).read_text(encoding="utf-8", errors="replace").split("\n")  # a complete log ends in "\n": last item ""
+    # a complete log ends in "\n": last item ""
+    lines = Path(path).read_text(encoding="utf-8", errors="replace").split("\n")
     for number, line in enumerate(lines, 1):
         try:
             json.loads(line)

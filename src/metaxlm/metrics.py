@@ -272,7 +272,8 @@ def lowest_aer_layer(layers: Sequence[int], aer: Sequence[float | None]) -> int 
 def highest_accuracy_layer(layers: Sequence[int], accuracy: Sequence[float | None]) -> int | None:
     """The layer with the highest accuracy (None/NaN values skipped; None when there is none). Ties go to the
     shallower layer, as lowest_aer_layer's."""
-    scored = [(-float(a), layer) for layer, a in zip(layers, accuracy, strict=True) if a is not None and not math.isnan(a)]
+    scored = [(-float(a), layer) for layer, a in zip(layers, accuracy, strict=True)
+              if a is not None and not math.isnan(a)]
     return min(scored)[1] if scored else None
 
 

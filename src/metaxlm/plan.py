@@ -149,7 +149,8 @@ def _stage_states(cfg: RunConfig) -> dict[str, StageState]:
     if "select" in cfg.stages:
         sets = ", ".join([*(f"retrieval {n}" for n in cfg.select.retrieval),
                           *(f"alignment {n}" for n in cfg.select.alignment)]) or "no dev sets named"
-        states["select"] = StageState("select", False, f"choose the final/ of {', '.join(cfg.selected_variants()) or 'no variant'} "
+        states["select"] = StageState("select", False,
+                                      f"choose the final/ of {', '.join(cfg.selected_variants()) or 'no variant'} "
                                                        f"among the start and its checkpoints on dev ({sets}; criterion "
                                                        f"{cfg.select.criterion})")
     if "report" in cfg.stages:
@@ -397,7 +398,8 @@ def _evaluation_lines(e: EvaluationPlan) -> list[str]:
 
 def _eta_line(eta: Eta) -> str:
     if eta.seconds is None:
-        return "ETA: no timing on record for this CPU (a run measures its steps and prints the whole-run ETA as it goes)"
+        return ("ETA: no timing on record for this CPU "
+                "(a run measures its steps and prints the whole-run ETA as it goes)")
     where = f", measured on {eta.measured_on}" if eta.measured_on else ""
     if eta.unknown:
         return f"ETA: more than {hms(eta.seconds)} ({' and '.join(eta.unknown)} not measured yet{where})"

@@ -24,9 +24,9 @@ wrong instead of failing deep in a plot.
                              "chosen_layer": 7, "chosen_on": "dev",
                              "items": {"kind": "aer", "layers": [..], "rows": [[[3, 4, 5, 4], ..], ..]}}}}
 
-`items` are the per-item outcomes the report's paired bootstrap resamples: one row of numbers per test item, whose column
-sums give the score (metaxlm.metrics: ITEM_KINDS, metric_from_sums). A task's are per metric name (its `metric`, and
-translation's "bleu" and "chrf"), per language the rows of each fine-tuning seed (`seeds` says whose), the items in
+`items` are the per-item outcomes the report's paired bootstrap resamples: one row of numbers per test item, whose
+column sums give the score (metaxlm.metrics: ITEM_KINDS, metric_from_sums). A task's are per metric name (its `metric`,
+and translation's "bleu" and "chrf"), per language the rows of each fine-tuning seed (`seeds` says whose), the items in
 the test set's order; a probe's are per layer: each pair's [rank src→tgt, rank tgt→src] (1: retrieved first) for
 retrieval, each test pair's [|A∩S|, |A∩P|, |A|, |S|] for alignment. Files written before them have none.
 
@@ -214,7 +214,8 @@ class RetrievalResult(Record):
         _per_layer(self.dev_average, len(self.layers), "dev_average")
         for lang, items in (self.items.per_language if self.items is not None else {}).items():
             if items.layers != self.layers:
-                raise ValueError(f"items.per_language.{lang}.layers: {items.layers}, not the set's layers {self.layers}")
+                raise ValueError(f"items.per_language.{lang}.layers: {items.layers}, "
+                                 f"not the set's layers {self.layers}")
         if self.chosen_layer is None:
             return self
         if self.chosen_layer not in self.layers:

@@ -41,8 +41,8 @@ def test_a_report_passes_and_has_a_screenshot(tmp_path):
 
 @needs_chromium
 def test_wide_tables_fit_the_page(tmp_path):
-    """Fifteen languages (the demo's) of "mean ± std" cells and long text cells (the findings table) wrap to the 1,100 px page
-    instead of scrolling sideways."""
+    """Fifteen languages (the demo's) of "mean ± std" cells and long text cells (the findings table) wrap to the
+    1,100 px page instead of scrolling sideways."""
     from metaxlm.report.document import Section, Table
     from metaxlm.report.html import render_html
 

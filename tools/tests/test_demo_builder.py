@@ -135,7 +135,8 @@ def _synthetic_corpus():
     en, de = {}, {}
     for i, page in enumerate(pages):
         words = ["alpha", "beta", "gamma", "delta", "epsilon", "zeta", "eta", "theta", "iota", "kappa"]
-        en[page] = {"par_id1": _seg("par_id1", f"Choose the {words[i]} menu now", [(11, 11 + len(words[i]), "menuitem")]),
+        en[page] = {"par_id1": _seg("par_id1", f"Choose the {words[i]} menu now",
+                                    [(11, 11 + len(words[i]), "menuitem")]),
                     "par_id2": _seg("par_id2", "Shared line here")}
         de_text = f"Wählen Sie das Menü {words[i]} jetzt"
         de_spans = [(20, 20 + len(words[i]), "menuitem")] if i % 2 == 0 else [(20, 20 + len(words[i]), "emph")]

@@ -30,12 +30,14 @@ def test_publishes_the_small_results_and_nothing_else(tmp_path):
     written = publish(run, dest)
     assert (dest / "finished-runs" / "m" / "en-seed0.json").read_text() == "{}"
     written = [name for name in written if not name.startswith("finished-runs/")]
-    assert written == ["config.yaml", "figures/a.png", "figures/heldout_curves.png", "pretraining.json", "pretraining.md", "report.md",
+    assert written == ["config.yaml", "figures/a.png", "figures/heldout_curves.png", "pretraining.json",
+                       "pretraining.md", "report.md",
                        "results.mlm_only.json", "results.ppa@step40.json", "run_info.json", "timings.json"]
     assert (dest / "report.md").read_text() == (run / "report/report.md").read_text()
     assert (dest / "results.ppa@step40.json").read_text() == '{"model_name": "ppa@step40"}'
     # the pretraining comparison's figures travel with it: no link in the published page points at nothing
-    assert (dest / "pretraining.md").read_text() == "# Pretraining comparison\n![held-out loss](figures/heldout_curves.png)\n"
+    assert (dest / "pretraining.md").read_text() == ("# Pretraining comparison\n"
+                                                     "![held-out loss](figures/heldout_curves.png)\n")
     assert (dest / "figures/heldout_curves.png").read_text() == "curves"
     assert not list(dest.rglob("*.safetensors")) and not list(dest.rglob("*.arrow"))
     assert sorted(p.name for p in dest.parent.iterdir()) == ["compare"]  # no temporary directory left

@@ -45,7 +45,8 @@ def main() -> None:
     write("demo", [(ex.source, ex.target) for ex in demo])
     write("plus", [*((ex.source, ex.target) for ex in demo), *extra])
     print(f"en-{lang}: dev {len(dev)}, demo {len(demo)}, catalogue {len(catalogue)} pairs "
-          f"({len(catalogue) - len(extra)} dropped: a side equal to a dev or test sentence), plus {len(demo) + len(extra)}")
+          f"({len(catalogue) - len(extra)} dropped: a side equal to a dev or test sentence), "
+          f"plus {len(demo) + len(extra)}")
 
 
 if __name__ == "__main__":

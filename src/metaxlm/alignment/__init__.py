@@ -27,5 +27,6 @@ from metaxlm.alignment.subwords import (
 )
 
 __all__ = ["BARE_PIECE", "FILTERINGS", "KERNELS", "SIMALIGN_ALPHA", "SIMALIGN_MAX_COUNT", "OTAlignment", "PairBatch",
-           "WordPieces", "argmax_links", "bare_piece_ids", "itermax_links", "kernel_similarity", "log_sinkhorn", "ot_links", "pair_batch",
+           "WordPieces", "argmax_links", "bare_piece_ids", "itermax_links", "kernel_similarity", "log_sinkhorn",
+           "ot_links", "pair_batch",
            "sinkhorn", "union_links", "word_links", "word_pieces"]

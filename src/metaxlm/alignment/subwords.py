@@ -103,7 +103,8 @@ def pair_batch(src_states: Sequence[torch.Tensor], tgt_states: Sequence[torch.Te
     return PairBatch(torch.bmm(src, tgt.transpose(1, 2)), mask, src_word, tgt_word)
 
 
-def word_links(token_links: torch.Tensor, src_words: torch.Tensor, tgt_words: torch.Tensor) -> list[set[tuple[int, int]]]:
+def word_links(token_links: torch.Tensor, src_words: torch.Tensor,
+               tgt_words: torch.Tensor) -> list[set[tuple[int, int]]]:
     """0-based (source word, target word) links per pair from boolean (batch, m, n) sub-word links: two sub-words
     aligned ⇒ their words aligned. `src_words` (batch, m) and `tgt_words` (batch, n) as in `PairBatch`."""
     result: list[set[tuple[int, int]]] = [set() for _ in range(token_links.shape[0])]

@@ -13,8 +13,9 @@
   a machine without a GPU. It is stricter than CUDA in one way: CUDA lets CPU index tensors index a CUDA tensor (with
   a hidden copy and sync per call); here that is a mismatch too. More lenient in another: every 0-dim CPU tensor is
   taken as a scalar, where CUDA takes them in elementwise ops only (a 0-dim CPU index to `gather` would pass here).
-  Host reads (`.item()`, `.tolist()`, `int(t)`, `.cpu()`) work, as on a GPU. Autocast has no meta device, so a simulated run trains in fp32 (`precision` refuses
-  bf16 / fp16 there); one process only (DDP's reducer does not take tensor subclasses).
+  Host reads (`.item()`, `.tolist()`, `int(t)`, `.cpu()`) work, as on a GPU. Autocast has no meta device, so a simulated
+  run trains in fp32 (`precision` refuses bf16 / fp16 there); one process only (DDP's reducer does not take tensor
+  subclasses).
 """
 
 from __future__ import annotations

@@ -5,10 +5,10 @@
 fp32 (no autocast) has paths of its own, which touch memory fewer times: dropout multiplies by a scaled float
 mask made in the numpy threads (instead of bool mask → float → scaled → product), and attention is one autograd
 function (the softmax scale folded into the batched matmul, the scaled dropout mask from the numpy threads,
-softmax backward in one kernel: 4 passes over the (heads × T × T) probabilities per layer instead of 8). bf16 autocast keeps the original
-code, so its results do not change. Both take an attention mask (padded rows of pair batches): True / 0 = attend,
-like SDPA (a float mask is added to the scores), and with a bool mask a row that may attend nowhere gives zeros,
-as SDPA does.
+softmax backward in one kernel: 4 passes over the (heads × T × T) probabilities per layer instead of 8). bf16 autocast
+keeps the original code, so its results do not change. Both take an attention mask (padded rows of pair batches): True /
+0 = attend, like SDPA (a float mask is added to the scores), and with a bool mask a row that may attend nowhere gives
+zeros, as SDPA does.
 
 Used by every training loop (pretraining, fine-tuning) through `training_fast_path(device)`.
 """

@@ -59,7 +59,8 @@ Shape = tuple[int, int, int]  # (m, k, n): an (m×k) @ (k×n) matmul
 _AUTOCAST_DTYPES = {"bf16": torch.bfloat16, "fp16": torch.float16, "fp32": None}
 _process_cache: dict[str, tuple[dict[str, float], str]] = {}  # key -> (GFLOP/s per dtype, when measured)
 _decided: dict[str, PrecisionChoice] = {}  # device type -> this process's `auto` decision (its only one)
-_set_by_a_run: tuple[str, str | None] | None = None  # (value `run_precision` set $METAXLM_PRECISION_AUTO to, value before)
+# (value `run_precision` set $METAXLM_PRECISION_AUTO to, value before)
+_set_by_a_run: tuple[str, str | None] | None = None
 _announced: set[str] = set()
 
 

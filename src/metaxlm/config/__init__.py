@@ -51,6 +51,7 @@ __all__ = [
     "PRECISIONS", "PROBE_PRECISIONS", "RECORDED_OUTPUTS", "START_OF", "AlignmentEvalSpec", "AutocastPrecision",
     "CorpusSpec", "DataConfig", "EvalConfig", "MetaConfig",
     "ModelConfig", "ParallelSpec", "Precision", "PrepareConfig", "ReportConfig", "RetrievalEvalSpec", "RunConfig",
-    "SelectConfig", "Strict", "TrainConfig", "TransferConfig", "VariantPlan", "VocabConfig", "apply_override", "dump_config",
+    "SelectConfig", "Strict", "TrainConfig", "TransferConfig", "VariantPlan", "VocabConfig", "apply_override",
+    "dump_config",
     "YAML_ERRORS", "did_you_mean", "format_errors", "load_config", "read_yaml", "validation_problems", "yaml_error",
 ]

@@ -294,8 +294,8 @@ class AlignmentEvalSpec(Strict):
     dev_fraction: float = Field(DEV_FRACTION, ge=0.0, lt=1.0)
     max_pairs: int | None = Field(None, ge=1)  # the set's first pairs only (dev and test split among them)
     method: Literal["ot", "argmax", "itermax"] = "ot"
-    # the OT aligner (method ot): metaxlm's evaluation defaults (metaxlm/config/alignment_defaults.py: cosine kernel, μ 0.2,
-    # one filtering iteration, chosen on dev) or XLM-Align's settings under the paper's names (kernel: paper,
+    # the OT aligner (method ot): metaxlm's evaluation defaults (metaxlm/config/alignment_defaults.py: cosine kernel, μ
+    # 0.2, one filtering iteration, chosen on dev) or XLM-Align's settings under the paper's names (kernel: paper,
     # mu: 1.0, filter_iters: 2; filtering: eq9 / none)
     kernel: Literal["cosine", "paper"] = "cosine"
     mu: float | None = Field(None, gt=0.0)            # default: DEFAULT_EPS for the cosine kernel, 1.0 for the paper's
@@ -533,7 +533,8 @@ def validation_problems(err: ValidationError, prefix: str = "", model: type[Base
     Every config section, objective and model option reports its errors this way."""
     lines = []
     for e in err.errors():
-        key = ".".join([*([prefix] if prefix else []), *(str(p) for p in e["loc"] if not str(p).startswith("function-"))])
+        key = ".".join([*([prefix] if prefix else []),
+                        *(str(p) for p in e["loc"] if not str(p).startswith("function-"))])
         msg = "unknown key" if e["type"] == "extra_forbidden" else e["msg"].removeprefix("Value error, ")
         if e["type"] == "extra_forbidden" and model is not None:
             msg += did_you_mean(str(e["loc"][-1]), valid_keys(model, e["loc"][:-1]))

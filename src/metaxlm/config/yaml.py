@@ -120,7 +120,8 @@ def _check_values(tree: dict[str, Any]) -> None:
         if id(node) in walking:
             raise ValueError(f"{key}: a YAML alias inside the value it names")
         if depth >= _MAX_DEPTH:
-            where = key if len(key) <= 60 else key[:60].rsplit(".", 1)[0] + "…"  # the key of a list nested 64 deep is .0 64 times
+            # the key of a list nested 64 deep is .0 64 times
+            where = key if len(key) <= 60 else key[:60].rsplit(".", 1)[0] + "…"
             raise ValueError(f"{where or 'top level'}: nested more than {_MAX_DEPTH} levels deep")
         if id(node) not in sizes:
             walking.add(id(node))

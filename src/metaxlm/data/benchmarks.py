@@ -400,7 +400,8 @@ def _parse_links(gold_path: Path, fmt: str, n_pairs: int, sid_base: int) -> Iter
                 raise DataError(gold_path, n_lines, f"more gold lines than the {n_pairs} sentence pairs")
             for token in line.split():
                 if not (m := _PHARAOH_LINK.fullmatch(token)):
-                    raise DataError(gold_path, n_lines, f"bad link {token!r}: expected 'i-j' (sure) or 'ipj' (possible)")
+                    raise DataError(gold_path, n_lines,
+                                    f"bad link {token!r}: expected 'i-j' (sure) or 'ipj' (possible)")
                 yield n_lines, n_lines - 1, int(m.group(1)), int(m.group(3)), m.group(2) == "-"
         if n_lines < n_pairs:
             raise DataError(gold_path, n_lines, f"file ends here, but there are {n_pairs} sentence pairs")
@@ -417,7 +418,8 @@ def _parse_links(gold_path: Path, fmt: str, n_pairs: int, sid_base: int) -> Iter
             raise DataError(gold_path, line_no, f"expected integers in 'sid i j [S|P]', got {line.strip()!r}") from None
         pair = sid - sid_base
         if not 0 <= pair < n_pairs:  # a wrong sid base would silently shift every link: never skip this
-            raise DataError(gold_path, line_no, f"sentence id {fields[0]} is outside {sid_base}..{n_pairs - 1 + sid_base}"
+            raise DataError(gold_path, line_no, f"sentence id {fields[0]} is outside "
+                                                f"{sid_base}..{n_pairs - 1 + sid_base}"
                                                 f" (sid_base={sid_base}, {n_pairs} sentence pairs)")
         yield line_no, pair, i, j, len(fields) == 3 or fields[3].upper() == "S"
 
@@ -457,7 +459,8 @@ def load_alignment(src_path: PathLike, tgt_path: PathLike | None, gold_path: Pat
         raise ConfigError(f"alignment fmt must be 'pharaoh' or 'sid', got {fmt!r}")
     tgt_base = src_base if tgt_base is None else tgt_base
     if {src_base, tgt_base, sid_base} - {0, 1}:
-        raise ConfigError(f"index bases must be 0 or 1, got src_base={src_base} tgt_base={tgt_base} sid_base={sid_base}")
+        raise ConfigError(f"index bases must be 0 or 1, got src_base={src_base} tgt_base={tgt_base} "
+                          f"sid_base={sid_base}")
     gold_path = Path(gold_path)
     pairs = _sentences(Path(src_path), None if tgt_path is None else Path(tgt_path))
     links = list(_parse_links(gold_path, fmt, len(pairs), sid_base))

@@ -9,7 +9,8 @@ import torch
 IGNORE = -100  # the label of a position no loss counts (torch's cross_entropy ignore_index): padding, unmasked tokens
 
 
-def pad_right(rows: Sequence[Sequence[int]], pad_id: int, width: int | None = None) -> tuple[torch.Tensor, torch.Tensor]:
+def pad_right(rows: Sequence[Sequence[int]], pad_id: int,
+              width: int | None = None) -> tuple[torch.Tensor, torch.Tensor]:
     """(input_ids, attention_mask) of rows padded at the end to `width` (default: the longest row); mask 1 = real
     token."""
     width = max(len(row) for row in rows) if width is None else width
@@ -29,7 +30,8 @@ def length_sorted_batches(lengths: Sequence[int], batch_size: int, max_tokens: i
     batches: list[list[int]] = []
     batch: list[int] = []
     for i in order:  # shortest first: the item joining a batch is its longest
-        if batch and (len(batch) >= batch_size or (max_tokens is not None and (len(batch) + 1) * lengths[i] > max_tokens)):
+        if batch and (len(batch) >= batch_size
+                      or (max_tokens is not None and (len(batch) + 1) * lengths[i] > max_tokens)):
             batches.append(batch)
             batch = []
         batch.append(i)

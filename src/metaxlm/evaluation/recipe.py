@@ -10,8 +10,8 @@ Each finished part (one task, one retrieval set, one alignment set) is stored un
 fingerprint of its settings and of the model's and tokenizer's files, so an interrupted evaluation resumes after
 the last finished part and a changed setting or model is recomputed, never silently reused; and with the
 fingerprint of the code that computes it (metaxlm.run.code: this module and everything it imports), so a part a
-since-fixed bug made is recomputed too (both: metaxlm.run.stamps.get_or_compute). The costly piece of a task part, each fine-tuning run, is not keyed by code:
-see `_cached`.
+since-fixed bug made is recomputed too (both: metaxlm.run.stamps.get_or_compute). The costly piece of a task part, each
+fine-tuning run, is not keyed by code: see `_cached`.
 
 `evaluate.models: {start: "start_of:<variant>"}` evaluates a `start_from` variant's start model in the vocabulary
 the variant's final/ has, the reference a continuation is compared with on equal terms. Evaluation only reads what
@@ -253,7 +253,8 @@ def evaluate_retrieval(model, tokenizer, spec: RetrievalEvalSpec, languages: lis
     if all(dev_pairs.values()):
         result["dev_average"] = [sum(col) / len(col) for col in
                                  zip(*(v["dev"]["mean"] for v in per_language.values()), strict=True)]
-        result["chosen_layer"], result["chosen_on"] = highest_accuracy_layer(layers, result["dev_average"]), CHOSEN_ON_DEV
+        result["chosen_layer"], result["chosen_on"] = (highest_accuracy_layer(layers, result["dev_average"]),
+                                                       CHOSEN_ON_DEV)
     else:
         result["chosen_layer"], result["chosen_on"] = layers[-1], FIXED_DEFAULT
     return {**result, "per_language": per_language, "items": {"kind": "rank", "per_language": ranks}}
@@ -291,7 +292,8 @@ def task_specs(ecfg: EvalConfig, scale: float = 1.0) -> dict:
                 update={"precision": ecfg.precision})})
         if scale != 1.0:
             hp = specs[name].hyperparameters
-            budget = {"epochs": hp.epochs * scale, "eval_steps": sorted({max(1, round(s * scale)) for s in hp.eval_steps})}
+            budget = {"epochs": hp.epochs * scale,
+                      "eval_steps": sorted({max(1, round(s * scale)) for s in hp.eval_steps})}
             if hp.max_steps is not None:
                 budget["max_steps"] = max(1, round(hp.max_steps * scale))
             specs[name] = specs[name].model_copy(update={"hyperparameters": hp.model_copy(update=budget)})
@@ -486,7 +488,8 @@ def evaluate_run(cfg: RunConfig, *, progress: bool = True, events: RunEvents | N
     task_models(ecfg, [*cfg.variants, *ecfg.models])
     targets = models_to_evaluate(cfg)
     if events is not None:
-        events.emit(EvaluationPlanned({t.name: t.final for t in targets}, {t.name: planned_parts(cfg, t) for t in targets}))
+        events.emit(EvaluationPlanned({t.name: t.final for t in targets},
+                                      {t.name: planned_parts(cfg, t) for t in targets}))
     results = []
     for target in targets:
         start = time.perf_counter()

@@ -153,8 +153,10 @@ def _candidates(cfg: RunConfig, variant: str) -> dict[str, tuple[Path, Path]]:
 
 def _scores(cfg: RunConfig, stored: dict, name: str, model_dir: Path, tokenizer_dir: Path) -> dict:
     key = stamps.fingerprint(model=stamps.model_fingerprint(model_dir, tokenizer_dir),
-                             retrieval={n: cfg.evaluate.retrieval[n].model_dump(mode="json") for n in cfg.select.retrieval},
-                             alignment={n: cfg.evaluate.alignment[n].model_dump(mode="json") for n in cfg.select.alignment},
+                             retrieval={n: cfg.evaluate.retrieval[n].model_dump(mode="json")
+                                        for n in cfg.select.retrieval},
+                             alignment={n: cfg.evaluate.alignment[n].model_dump(mode="json")
+                                        for n in cfg.select.alignment},
                              layers=cfg.evaluate.layers, precision=cfg.evaluate.precision,
                              languages=cfg.data.languages, pivot=cfg.data.pivot)
     if stored.get(name, {}).get("fingerprint") == key:

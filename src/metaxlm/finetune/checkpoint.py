@@ -11,7 +11,8 @@ every random generator (python's, numpy's, torch's — dropout masks are drawn f
 losses so far, the precision training and testing run in (kept on resume, also on a CPU whose `auto` would choose
 another), and the caller's own state (the curve's points). The resume key of the run (what it is computed
 from: task settings, model weights, scenario — metaxlm.finetune.resume_key, the key of its finished-run record too)
-is stored too: a checkpoint of other settings is discarded with a line saying so, never resumed. Once the run is finished and recorded its checkpoints are removed.
+is stored too: a checkpoint of other settings is discarded with a line saying so, never resumed. Once the run is
+finished and recorded its checkpoints are removed.
 """
 
 from __future__ import annotations

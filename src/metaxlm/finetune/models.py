@@ -123,11 +123,13 @@ def load_model(task, model_dir: str | Path, train_items=None):
     check_vocabulary_fits(model, task.tokenizer, model_dir, getattr(task.tokenizer, "name_or_path", None))
     body = model.base_model_prefix
     mismatched = {k[0] if isinstance(k, tuple) else k for k in info.get("mismatched_keys", ())}
-    missing = sorted(k for k in set(info["missing_keys"]) | mismatched if k.startswith(f"{body}.") and ".pooler." not in k)
+    missing = sorted(k for k in set(info["missing_keys"]) | mismatched
+                     if k.startswith(f"{body}.") and ".pooler." not in k)
     # the weights this model starts without: the trainer gives them hyperparameters.head_lr_scale
     model.metaxlm_new_parameters = sorted({k[0] if isinstance(k, tuple) else k
                                            for k in [*info["missing_keys"], *info.get("mismatched_keys", ())]})
     if missing:
-        raise MetaXLMError(f"{model_dir}: encoder weights missing from the checkpoint or of another shape ({', '.join(missing[:5])}"
+        raise MetaXLMError(f"{model_dir}: encoder weights missing from the checkpoint or of another shape "
+                           f"({', '.join(missing[:5])}"
                            f"{', ...' if len(missing) > 5 else ''}): not an encoder of this architecture")
     return model

@@ -326,7 +326,8 @@ class _Runner:
         """Where a finished run is stored: the run's own store, then the archive (evaluate.finished_runs)."""
         if self.resume_key is None:
             return []
-        return [folder / _record_name(label, seed) for folder in (self.runs_dir, self.archive_dir) if folder is not None]
+        return [folder / _record_name(label, seed) for folder in (self.runs_dir, self.archive_dir)
+                if folder is not None]
 
     def _checkpoints(self, label: str, seed: int) -> Checkpoints | None:
         """Where the run of (label, seed) keeps its checkpoints (beside its finished-run record); None when the
@@ -484,7 +485,8 @@ class _Runner:
             detail["items"] = items
         if collapsed:
             detail["collapsed"] = collapsed
-        outputs = {lang: rows for lang, examples in tests.items() if (rows := task.outputs(examples, predictions[lang]))}
+        outputs = {lang: rows for lang, examples in tests.items()
+                   if (rows := task.outputs(examples, predictions[lang]))}
         if outputs:
             detail["outputs"] = {lang: rows[:RECORDED_OUTPUTS] for lang, rows in outputs.items()}
             if self.runs_dir is not None:  # every output, beside the record (which a rerun reuses without them)
@@ -625,7 +627,8 @@ def report_summary(details: list[dict], metric: str) -> dict:
         for lang, points in curves.items():
             steps = sorted(points)
             keys = list(dict.fromkeys(k for s in steps for k in points[s]))
-            out["curve"][lang] = {"steps": steps, **{k: [_stat(points[s].get(k, []), runs=True) for s in steps] for k in keys}}
+            out["curve"][lang] = {"steps": steps,
+                                  **{k: [_stat(points[s].get(k, []), runs=True) for s in steps] for k in keys}}
     return out
 
 
@@ -649,7 +652,8 @@ def _task_languages(spec: TaskSpec, languages: Sequence[str] | None) -> list[str
 def _task_entry(spec: TaskSpec, scenario: str, seeds: Sequence[int], runs: dict[str, list[float]],
                 details: list[dict]) -> dict:
     """The task entry of a fine-tuning scenario (not the transfer matrix) from its runs' scores and details."""
-    entry = {"type": spec.type, "metric": spec.metric, "scenario": scenario, "source": spec.source, "seeds": list(seeds),
+    entry = {"type": spec.type, "metric": spec.metric, "scenario": scenario, "source": spec.source,
+             "seeds": list(seeds),
              "report_hints": get_task(spec.type).report_hints}
     entry.update(summarize(runs, None if scenario == "supervised" else spec.source))
     entry.update(report_summary(details, spec.metric))

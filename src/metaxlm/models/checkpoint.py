@@ -182,7 +182,8 @@ def load_checkpoint(path: Path, *, model, objectives=None) -> dict:
     loaded = {t.data_ptr() for k, t in state.items() if k in weights}
     missing = [k for k in missing if state[k].data_ptr() not in loaded]
     if missing or unexpected:
-        raise CorruptCheckpoint(f"{path}: checkpoint does not fit the model (missing {missing}, unexpected {unexpected})")
+        raise CorruptCheckpoint(f"{path}: checkpoint does not fit the model "
+                                f"(missing {missing}, unexpected {unexpected})")
     model.tie_weights()
     saved = load_file(str(path / OBJECTIVES_FILE)) if (path / OBJECTIVES_FILE).exists() else {}
     for name, objective in (objectives or {}).items():

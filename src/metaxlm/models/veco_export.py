@@ -1,9 +1,9 @@
 """Reorganizing VECO's modules for fine-tuning (Luo et al. §2.3), as standard HF classes — never a private format.
 
-NLU (`export_encoder`, in metaxlm.models.archs.veco: the arch's own export): the self-attention + FFN stack with the embeddings and MLM head, cross-attention thrown out,
-as a plain `BertForMaskedLM` directory: `AutoModel` / `AutoModelForMaskedLM` / the task Auto classes load it
-without metaxlm, so `metaxlm finetune` / `evaluate` / the probes work on it unchanged. Its IS-MLM outputs are the
-VECO model's (same weights, same modules, same masks).
+NLU (`export_encoder`, in metaxlm.models.archs.veco: the arch's own export): the self-attention + FFN stack with the
+embeddings and MLM head, cross-attention thrown out, as a plain `BertForMaskedLM` directory: `AutoModel` /
+`AutoModelForMaskedLM` / the task Auto classes load it without metaxlm, so `metaxlm finetune` / `evaluate` / the probes
+work on it unchanged. Its IS-MLM outputs are the VECO model's (same weights, same modules, same masks).
 
 A VECO pretraining run writes (`Veco.export`, called by the engine):
 

@@ -442,7 +442,8 @@ def set_up(*, model, tokenizer, train_data: dict, heldout_data: dict, cfg: Train
     held, warmup_note, warmup_record = head_warmup_plan(module, new_parameters, cfg)
     sharded = cfg.sharding == "fsdp" and acc.num_processes > 1
     if sharded and precision.precision == "fp16":
-        raise MetaXLMError("train.precision fp16 with train.sharding=fsdp: the loss scaling fp16 needs is accelerate's, "
+        raise MetaXLMError("train.precision fp16 with train.sharding=fsdp: "
+                           "the loss scaling fp16 needs is accelerate's, "
                            "which a module metaxlm shards itself does not get; use bf16 (or sharding: none)")
     if held and sharded:
         raise MetaXLMError("train.head_warmup_steps: the new-head warm-up is not supported with train.sharding=fsdp "
@@ -488,7 +489,8 @@ def set_up(*, model, tokenizer, train_data: dict, heldout_data: dict, cfg: Train
               else "train.sharding=fsdp with one process: nothing to shard, the model trains whole"), flush=True)
     names = list(objectives)
     prepare_order = [n for n in names if providers[n] is None] + [n for n in names if providers[n] is not None]
-    return Training(cfg, seed, alpha, layout, tokenizer, model, objective_module, module, sharded, acc, precision, objectives, prepare_order,
+    return Training(cfg, seed, alpha, layout, tokenizer, model, objective_module, module, sharded, acc, precision,
+                    objectives, prepare_order,
                     providers, sources, heldout_mlm, eval_rows, optimizer, scheduler, held_params, new_group,
                     warmup_record, log, start, tokens, settings)
 

@@ -22,7 +22,8 @@ _BEFORE_HINTS = {"qa": {"percent": True},
 def report_hints(entry: dict) -> dict:
     """The report hints of a results.json task (or transfer-matrix) entry."""
     declared = entry.get("report_hints")
-    return {**DEFAULT_REPORT_HINTS, **(declared if isinstance(declared, dict) else _BEFORE_HINTS.get(entry.get("type"), {}))}
+    return {**DEFAULT_REPORT_HINTS,
+            **(declared if isinstance(declared, dict) else _BEFORE_HINTS.get(entry.get("type"), {}))}
 
 
 def translation_ends(entry: dict) -> tuple[str | None, str | None]:

@@ -7,7 +7,8 @@ Rules (the section's text states them too):
   zero-shot and translate-train tasks (those with a source language): the target-language average and the source
   language's score; supervised tasks: the average over languages; translation: BLEU and chrF averaged over the
   language pairs; retrieval sets: accuracy@1 at the last layer and at the model's best layer; alignment sets: the
-  test AER at the layer chosen on the set's dev part (report/results.py AlignmentResult). Scores in percent, BLEU/chrF and QA EM/F1 as their scripts report them.
+  test AER at the layer chosen on the set's dev part (report/results.py AlignmentResult). Scores in percent, BLEU/chrF
+  and QA EM/F1 as their scripts report them.
 - Cells: mean ± std over fine-tuning seeds, as in the task tables (no std for one seed; the probes are
   deterministic, so they have none). Missing data: "–".
 - Difference: model − control, in the column's units (also for AER, where lower is better), ± the half-width of its

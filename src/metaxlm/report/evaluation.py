@@ -11,14 +11,14 @@ Scores are fractions 0..1 (shown in percent) except QA EM/F1, already 0..100 lik
 but model_name is optional; numbers may be null. Output, in out_dir (default <first run>/report): report.md,
 report.html and figures/*.png. Sections, each only when some result has the data for it:
   what this run can and cannot show (models at chance, retrieval at its floor, collapsed fine-tuning; only
-  when something is); overview; the method comparison when the run config names a control (report/comparison.py); per task a table (models x languages, avg, transfer gap; mean ± std over seeds) and grouped bars;
-  test scores against fine-tuning steps for tasks run with eval_steps (e.g. translation from several inits), with
-  which line is highest at each step and whether beyond noise (the 95% interval of the difference);
-  example outputs (the first test items, each model and task side by side: translation); each task's fine-tuning
-  runs (steps, minutes, the CPU, threads and precision they trained on);
-  retrieval accuracy@1 and AER against layer (paper Figures 3-4) with the best layer per model; average target
-  score and transfer gap against pretraining step (Figure 5); transfer-direction heat maps (Figure 6); each run's
-  pretraining comparison (report/pretraining.py, redrawn); notes (e.g. the XQuAD split) and provenance.
+  when something is); overview; the method comparison when the run config names a control (report/comparison.py); per
+  task a table (models x languages, avg, transfer gap; mean ± std over seeds) and grouped bars; test scores against
+  fine-tuning steps for tasks run with eval_steps (e.g. translation from several inits), with which line is highest at
+  each step and whether beyond noise (the 95% interval of the difference); example outputs (the first test items, each
+  model and task side by side: translation); each task's fine-tuning runs (steps, minutes, the CPU, threads and
+  precision they trained on); retrieval accuracy@1 and AER against layer (paper Figures 3-4) with the best layer per
+  model; average target score and transfer gap against pretraining step (Figure 5); transfer-direction heat maps (Figure
+  6); each run's pretraining comparison (report/pretraining.py, redrawn); notes (e.g. the XQuAD split) and provenance.
 Tables, bars, layer curves and heat maps show each variant's final model; all checkpoints appear against steps.
 A model has one colour in every figure (report/colors.py).
 """
@@ -582,7 +582,8 @@ def _run_time_line(run: Path) -> str | None:
     how += ["the one writing this report still running"] if took.running else []
     stages = ", ".join(f"{stage} {hms(seconds)}" for stage, seconds in took.stage_seconds.items())
     return (f"`{run}`: {hms(took.seconds)} over {took.invocations} invocation{'s' * (took.invocations != 1)}"
-            + (f" ({'; '.join(how)})" if how else "") + f" on {', '.join(took.cpus)}; by stage, summed over invocations: {stages}; "
+            + (f" ({'; '.join(how)})" if how else "")
+            + f" on {', '.join(took.cpus)}; by stage, summed over invocations: {stages}; "
             + f"code {', '.join(took.commits)}")
 
 
@@ -606,7 +607,8 @@ def write_report(run_dirs: list[Path], out_dir: Path | None = None) -> dict:
         sections = (limits_section(final) + (_overview(results, final) if results else [])
                     + findings_section(runs[0], results, out)
                     + comparison_sections(final, runs[0], fig_dir, colors) + _task_sections(final, fig_dir, colors)
-                    + _curve_sections(final, fig_dir, colors) + _example_sections(final) + _training_section(final) + _precision_section(final)
+                    + _curve_sections(final, fig_dir, colors) + _example_sections(final) + _training_section(final)
+                    + _precision_section(final)
                     + _feature_sections(final, fig_dir, colors)
                     + _steps_section(results, fig_dir, colors) + _transfer_sections(final, fig_dir)
                     + _pretraining_sections(runs, fig_dir, colors, report_variant_names(runs, results))

@@ -1,4 +1,5 @@
-"""The MetaXLM paper's findings (Chi et al. 2021, arXiv 2109.11129), checked in direction on one run, with stated uncertainty.
+"""The MetaXLM paper's findings (Chi et al. 2021, arXiv 2109.11129), checked in direction on one run, with stated
+uncertainty.
 
 A run names its models in `report.findings` (role -> model name; roles in ROLES). Each finding compares two roles'
 models and gets a verdict; the report shows one table row per finding (per task or probe set where it applies) and

@@ -6,10 +6,10 @@ A comparison longer than a machine's sessions records each finished fine-tuning 
 assembles, for each model of the config, the results.json its evaluate stage would write, from the runs finished so
 far, each task saying which runs are still to come; it writes them as a run directory (`DIR/config.yaml`,
 `DIR/eval/<model>/results.json`, and `DIR/assembled-from.json`: the records' directory and the runs to come; only a
-new, empty or earlier such directory is written to) and the report on it (`DIR/report/`: tables, curves with which line leads, example
-outputs, training times). Which runs a task has, its scenario and seeds are decided as in the evaluate stage
-(`plan_tasks` and the scenario functions). A record's key names the model files it was fine-tuned from; without the
-model it cannot be checked, so only this is: every record of one task has the same key (else an error naming both
+new, empty or earlier such directory is written to) and the report on it (`DIR/report/`: tables, curves with which line
+leads, example outputs, training times). Which runs a task has, its scenario and seeds are decided as in the evaluate
+stage (`plan_tasks` and the scenario functions). A record's key names the model files it was fine-tuned from; without
+the model it cannot be checked, so only this is: every record of one task has the same key (else an error naming both
 files) — runs of other settings are never averaged together.
 
 `--records DIR` (repeatable) adds the records of another series (e.g. the controls run on another CPU kind beside

@@ -138,8 +138,8 @@ def pretraining_comparison(run_dir: str | Path, variants: list[str], pivot: str 
                            languages: list[str] | None = None) -> dict:
     """The held-out losses of the variants that logged them, side by side (what comparison.json holds; {} when
     none did; only `untrained_head` and an empty `final` when every variant that logged them trains no objective
-    on the MLM head: `untrained_head`). `languages`: the config's order (default: the run's config.yaml's). Reads only (`write_comparison`
-    writes it)."""
+    on the MLM head: `untrained_head`). `languages`: the config's order (default: the run's config.yaml's). Reads only
+    (`write_comparison` writes it)."""
     run = Path(run_dir)
     untrained = untrained_head(run, variants)
     curves = {v: read_curves(RunDir(run).variant(v).root) for v in variants if v not in untrained}
@@ -231,7 +231,8 @@ def _markdown(out: dict, langs: list[str] | None, pivot: str | None, figures: bo
     head = "| language | " + " | ".join(variants) + " |\n|---|" + "---:|" * len(variants) + "\n"
     rows = "".join(f"| {lang} | " + " | ".join(f"{out['final'][v].get(lang, float('nan')):.3f}" for v in variants)
                    + " |\n" for lang in langs)
-    mean = f"| **mean without {pivot}** | " + " | ".join(f"**{out['mean_non_pivot'][v]:.3f}**" for v in variants) + " |\n"
+    mean = (f"| **mean without {pivot}** | "
+            + " | ".join(f"**{out['mean_non_pivot'][v]:.3f}**" for v in variants) + " |\n")
     # one variant: nothing to compare it with
     delta = f"| Δ vs {out['baseline']} | " + " | ".join(f"{out['delta_vs_baseline'][v]:+.3f}" for v in variants) \
         + " |\n" if len(variants) > 1 else ""

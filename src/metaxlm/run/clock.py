@@ -17,8 +17,8 @@ get, are priced as themselves and not at the other models' mean. A model with a 
 the model-level estimate, as before parts were measured.
 
 The clock is an observer: the pipeline and its stages emit events (`StageFinished`, `VariantPretrained`,
-`EvaluationPlanned`, `PartEvaluated`, `ModelEvaluated`) to a `RunEvents`, which passes each to its observers (the clock; the record of
-the stage's time so far). After every stage, variant and evaluated model the clock prints one line such as
+`EvaluationPlanned`, `PartEvaluated`, `ModelEvaluated`) to a `RunEvents`, which passes each to its observers (the clock;
+the record of the stage's time so far). After every stage, variant and evaluated model the clock prints one line such as
 
     run: pretrain 3/7 variants · evaluate 0/9 models · elapsed 0:21:10 · ETA whole run 0:48:20 (05:58 UTC)
 """

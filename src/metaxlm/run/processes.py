@@ -118,7 +118,8 @@ def quiet_other_ranks() -> None:
     if is_main() or _quieted:
         return
     _quieted = True
-    os.environ.update({"TQDM_DISABLE": "1", "HF_HUB_DISABLE_PROGRESS_BARS": "1", "HF_DATASETS_DISABLE_PROGRESS_BARS": "1",
+    os.environ.update({"TQDM_DISABLE": "1", "HF_HUB_DISABLE_PROGRESS_BARS": "1",
+                       "HF_DATASETS_DISABLE_PROGRESS_BARS": "1",
                        "TRANSFORMERS_VERBOSITY": "error", "DATASETS_VERBOSITY": "error",
                        "TRANSFORMERS_NO_ADVISORY_WARNINGS": "1", "TOKENIZERS_PARALLELISM": "false"})
     # the libraries read these at import; when already imported, their own switches

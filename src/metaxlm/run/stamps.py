@@ -137,7 +137,8 @@ def stored_result(path: Path, digest: str, code: tuple[str, ...]) -> tuple[dict 
 
 
 def get_or_compute(path: Path, digest: str, compute: Callable[[], Any], *, code: tuple[str, ...], what: str,
-                   writing: Callable[[Path], contextlib.AbstractContextManager] = lambda path: contextlib.nullcontext()):
+                   writing: Callable[[Path], contextlib.AbstractContextManager]
+                   = lambda path: contextlib.nullcontext()):
     """The result stored at `path` if it was computed from what `digest` fingerprints by this code (the modules
     `code` and what they import), else `compute()`, stored atomically with both fingerprints and its seconds
     (`writing(path)` around the write: a caller's disk-full message). A result of the same inputs computed by

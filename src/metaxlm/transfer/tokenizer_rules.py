@@ -153,7 +153,8 @@ def splits_punct(tok) -> bool:
 def is_punct(c: str) -> bool:
     """BERT's `_is_punctuation`: ASCII symbols and every Unicode P* character."""
     cp = ord(c)
-    return 33 <= cp <= 47 or 58 <= cp <= 64 or 91 <= cp <= 96 or 123 <= cp <= 126 or unicodedata.category(c).startswith("P")
+    return (33 <= cp <= 47 or 58 <= cp <= 64 or 91 <= cp <= 96 or 123 <= cp <= 126
+            or unicodedata.category(c).startswith("P"))
 
 
 def is_cjk(c: str) -> bool:

@@ -101,7 +101,8 @@ def trimmed_tokenizer(tokenizer, texts: Iterable[str], *, min_count: int = 1) ->
     source = Path(getattr(tokenizer, "name_or_path", "") or ".")
     if not (source / SPM_FILE).exists():
         raise DataError(source, None, f"a trimmed vocabulary needs the tokenizer's sentencepiece model ({SPM_FILE}) "
-                                      f"in the directory it was loaded from (metaxlm's exports hold it; else copy it there)")
+                                      f"in the directory it was loaded from "
+                                      f"(metaxlm's exports hold it; else copy it there)")
     with tempfile.TemporaryDirectory(prefix="metaxlm-trim-") as tmp:
         out = Path(tmp) / "vocab"
         trim_vocab(source, texts, out, min_count=min_count, progress=False)

@@ -126,7 +126,8 @@ class QATask(Task):
     def score(self, examples, predictions, *, metric: str, lang: str | None = None) -> float:
         from metaxlm.metrics import squad_em_f1
 
-        scores = squad_em_f1(predictions, self._references(examples), lang=lang if self.normalization == "mlqa" else None)
+        scores = squad_em_f1(predictions, self._references(examples),
+                             lang=lang if self.normalization == "mlqa" else None)
         return scores[metric]
 
     def item_rows(self, examples, predictions, *, metric: str, lang: str | None = None) -> dict:

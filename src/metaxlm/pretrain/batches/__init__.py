@@ -9,7 +9,7 @@ An objective names the kind of batch it needs; the engine builds one source per 
   segments    two adjacent segments of one monolingual text per row (VECO's x, y)     src_ids, src_mask, tgt_ids, tgt_mask, swap
 
 A new kind is one new file here: subclass `BatchSource`, decorate it with `@BATCH_SOURCES.register("name")`.
-"""
+"""  # noqa: E501 (the table of batch kinds)
 
 from metaxlm.pretrain.batches.base import BATCH_SOURCES, Batch, BatchSource
 from metaxlm.pretrain.batches.mono import MonoSource

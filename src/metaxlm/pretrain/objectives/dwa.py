@@ -141,7 +141,8 @@ class DenoisingWordAlignment(MaskedLM):
             raise ConfigError(f"train.objectives.dwa.head: {file} holds no pointer head of this model's hidden size "
                               f"(found keys {sorted(state)[:4]})")
         try:
-            self.query.load_state_dict({k.removeprefix("query."): v for k, v in state.items() if k.startswith("query.")})
+            self.query.load_state_dict({k.removeprefix("query."): v for k, v in state.items()
+                                        if k.startswith("query.")})
             self.key.load_state_dict({k.removeprefix("key."): v for k, v in state.items() if k.startswith("key.")})
         except RuntimeError as err:
             raise ConfigError(f"train.objectives.dwa.head: {file}: {err}") from None

@@ -46,7 +46,8 @@ class MoCoOptions(ObjectiveOptions):
     pooling: Literal["cls", "mean"] = "cls"
     shuffle: bool = True                                  # random input shuffling
     normalize_projection: bool = True                     # false: Eq. 2-3 as printed (see the module docstring)
-    state: str | None = None  # continue the heads, key encoder and queue of a final/ dir (or its objectives.safetensors)
+    # continue the heads, key encoder and queue of a final/ dir (or its objectives.safetensors)
+    state: str | None = None
 
 
 def projection_head(hidden: int, out: int) -> torch.nn.Sequential:
@@ -122,7 +123,7 @@ class MoCo(Objective):
         queries = self.sentence(encode(model, ids, mask).last_hidden_state, mask, self.query_head)
         return info_nce_sum(queries, tensors["keys"], self.queue, self.options.temperature)
 
-    # -- after the optimizer step: EMA, then enqueue --------------------------------------------------------------------
+    # -- after the optimizer step: EMA, then enqueue -------------------------------------------------------------------
     @torch.no_grad()
     def after_step(self, model) -> None:
         self.momentum_update(model)

@@ -77,7 +77,8 @@ class SelfTrainingAlignment(Objective):
             raise ConfigError(f"train.objectives.self_align.layer: layer {options.layer} is beyond the model's "
                               f"{layers} layers")
         self.layer = options.layer or max(1, round(DEFAULT_LAYER_FRACTION * layers))
-        self.unalignable_ids = torch.tensor(sorted(set(self.tokenizer.all_special_ids) | bare_piece_ids(self.tokenizer)),
+        self.unalignable_ids = torch.tensor(sorted(set(self.tokenizer.all_special_ids)
+                                                   | bare_piece_ids(self.tokenizer)),
                                             dtype=torch.long)
         # links per pair since the last evaluation (pairs, links): a buffer, resumed exactly
         self.register_buffer("label_stats", torch.zeros(2, dtype=torch.float64))

@@ -120,7 +120,7 @@ class VecoMLM(MaskedLM):
         tensors = {"x_ids": x_in, "x_mask": x_mask, "y_ids": y_in, "y_mask": y_mask, "labels": labels}
         return Prepared(tensors, int((labels != IGNORE).sum()), list(batch.langs))
 
-    # -- the loss: one IS pass of x̃ and ŷ, one CS pass for both directions ----------------------------------------------
+    # -- the loss: one IS pass of x̃ and ŷ, one CS pass for both directions --------------------------------------------
     def loss_sum(self, model, tensors: dict[str, torch.Tensor]) -> torch.Tensor:
         o = self.options
         x_mask, y_mask = tensors["x_mask"], tensors["y_mask"]
