@@ -421,9 +421,10 @@ def planned_clock(cfg: RunConfig) -> RunClock:
         clock.plan_pretraining({name: cfg.train_for(name).steps - _steps_done(cfg, name)
                                 for name in cfg.variant_order()})
     if "evaluate" in cfg.stages:
-        from metaxlm.evaluation.recipe import planned_evaluation, planned_evaluation_parts
+        from metaxlm.evaluation.recipe import planned_parts, planned_targets
 
-        clock.plan_evaluation(planned_evaluation(cfg), planned_evaluation_parts(cfg))
+        targets = planned_targets(cfg)
+        clock.plan_evaluation({t.name: t.final for t in targets}, {t.name: planned_parts(cfg, t) for t in targets})
     return clock
 
 

@@ -60,11 +60,11 @@ def evaluated_variants(cfg: RunConfig) -> list[str]:
     return (cfg.run_variants or list(cfg.variants)) if cfg.evaluate.variants is None else cfg.evaluate.variants
 
 
-def planned_evaluation(cfg: RunConfig) -> dict[str, bool]:
-    """The models the evaluate stage will see (name -> final model?), predicted before pretraining has made them:
-    each evaluated variant's final model, its kept intermediate checkpoints when they are evaluated, and the named
-    models. Only the whole-run ETA uses it; models_to_evaluate lists the real ones."""
-    models: dict[str, bool] = {}
+def planned_targets(cfg: RunConfig) -> list[ModelToEvaluate]:
+    """The models the evaluate stage will see, predicted before pretraining has made them: each evaluated variant's
+    final model, its kept intermediate checkpoints when they are evaluated, and the named models. Only the whole-run
+    ETA uses them (their directories are not there yet: left empty); models_to_evaluate lists the real ones."""
+    targets: list[ModelToEvaluate] = []
     for variant in evaluated_variants(cfg):
         if variant in cfg.variants and cfg.checkpoints_evaluated(variant):
             train, vdir = cfg.train_for(variant), RunDir.of(cfg).variant(variant)
@@ -72,10 +72,16 @@ def planned_evaluation(cfg: RunConfig) -> dict[str, bool]:
                 saved = sorted(int(p.name.removeprefix("step_")) for p in vdir.ckpt.glob("step_*"))
             else:
                 saved = list(range(train.save_every, train.steps + 1, train.save_every))[-train.keep_checkpoints:]
-            models.update({f"{variant}@step{step}": False for step in saved if step < train.steps})
-        models[variant] = True
-    models.update({name: True for name in cfg.evaluate.models})
-    return models
+            targets += [ModelToEvaluate(f"{variant}@step{step}", Path(), Path(), variant=variant, step=step,
+                                        final=False) for step in saved if step < train.steps]
+        targets.append(ModelToEvaluate(variant, Path(), Path(), variant=variant if variant in cfg.variants else None))
+    targets += [ModelToEvaluate(name, Path(), Path()) for name in cfg.evaluate.models]
+    return list({t.name: t for t in targets}.values())  # a name once, at its first place
+
+
+def planned_evaluation(cfg: RunConfig) -> dict[str, bool]:
+    """The names of `planned_targets` -> final model?"""
+    return {t.name: t.final for t in planned_targets(cfg)}
 
 
 def planned_parts(cfg: RunConfig, target: ModelToEvaluate) -> list[str]:
@@ -88,18 +94,6 @@ def planned_parts(cfg: RunConfig, target: ModelToEvaluate) -> list[str]:
             parts.append(f"matrix-{task.name}")
     return [*parts, *(f"retrieval-{name}" for name in cfg.evaluate.retrieval),
             *(f"alignment-{name}" for name in cfg.evaluate.alignment)]
-
-
-def planned_evaluation_parts(cfg: RunConfig) -> dict[str, list[str]]:
-    """`planned_parts` of each model `planned_evaluation` forecasts (which parts a model gets depends on its name,
-    variant and kind only, so no model files are needed)."""
-    parts = {}
-    for name, final in planned_evaluation(cfg).items():
-        variant, _, step = name.partition("@step")
-        target = ModelToEvaluate(name, Path(), Path(), variant=variant if variant in cfg.variants else None,
-                                 step=int(step) if step else None, final=final)
-        parts[name] = planned_parts(cfg, target)
-    return parts
 
 
 def models_to_evaluate(cfg: RunConfig) -> list[ModelToEvaluate]:
