@@ -117,7 +117,7 @@ class TrainingRunner:
             self.details.append(detail)
             if self.progress:
                 print(f"  {spec.name} {label} seed {seed}: reused the finished run ({path})", flush=True)
-            self.store.keep(path, detail)  # from the archive: the run keeps it too
+            self.store.keep(path, detail)  # one from the archive: the run's own store keeps it too
             return detail["scores"]
         self.store.check_archive(label, seed)
         task = self.new_task(train_items)
