@@ -123,12 +123,12 @@ def install_pretrain_probes(emit: Probes) -> None:
 
 def install_evaluation_probes(emit: Probes) -> None:
     import metaxlm.evaluation.recipe as recipe
-    import metaxlm.finetune.scenarios as scenarios
+    import metaxlm.finetune.runner as runner
     import metaxlm.run.stamps as stamps
 
     # the stored parts are written as text (records.json_text: item rows one line each) by stamps.get_or_compute
-    cached, write_text, finetune, predict = recipe._cached, stamps.atomic_write_text, scenarios.finetune, \
-        scenarios.predict
+    cached, write_text, finetune, predict = recipe._cached, stamps.atomic_write_text, runner.finetune, \
+        runner.predict
     retrieval, alignment = recipe.evaluate_retrieval, recipe.evaluate_alignment
 
     def cached_probe(path: Path, fingerprint: str, compute, *args, **kwargs):
@@ -162,7 +162,7 @@ def install_evaluation_probes(emit: Probes) -> None:
 
     recipe._cached, stamps.atomic_write_text = cached_probe, write_text_probe
     recipe.evaluate_retrieval, recipe.evaluate_alignment = retrieval_probe, alignment_probe
-    scenarios.finetune, scenarios.predict = finetune_probe, predict_probe
+    runner.finetune, runner.predict = finetune_probe, predict_probe
 
 
 def child_main(argv: list[str]) -> int:

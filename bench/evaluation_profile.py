@@ -72,7 +72,8 @@ def instrument(sections: Sections) -> None:
     import metaxlm.features.layers as layers
     import metaxlm.features.retrieval as retrieval
     import metaxlm.finetune.resume_key as resume_key
-    import metaxlm.finetune.scenarios as scenarios
+    import metaxlm.finetune.run_store as run_store
+    import metaxlm.finetune.runner as runner
     import metaxlm.finetune.tasks.base as task_base
     import metaxlm.finetune.translate as translate
     import metaxlm.run.stamps as stamps
@@ -85,13 +86,13 @@ def instrument(sections: Sections) -> None:
                 sections.patch(task, method, section)
     where = [  # (module the evaluation looks the function up in, function, section)
         (layers, "tokenize_texts", "tokenization"),
-        (scenarios, "finetune", "fine-tuning steps"),
+        (runner, "finetune", "fine-tuning steps"),
         (task_base, "predict_outputs", "inference (task tests)"),
         (translate, "generate_translations", "translation (generation)"),
         (retrieval, "retrieval_by_layer", "retrieval (per layer)"),
         (recipe, "evaluate_alignment", "word alignment (per layer)"),
-        (scenarios, "load_model", "model loading"),
-        (scenarios, "load_finetune_tokenizer", "model loading"),
+        (runner, "load_model", "model loading"),
+        (runner, "load_finetune_tokenizer", "model loading"),
         (layers, "load_encoder", "model loading"),
         (benchmarks, "load_examples", "data loading"),
         (benchmarks, "load_alignment", "data loading"),
@@ -99,7 +100,8 @@ def instrument(sections: Sections) -> None:
         (recipe, "model_fingerprint", "fingerprints (hashing model files)"),
         (resume_key, "model_fingerprint", "fingerprints (hashing model files)"),  # a task's own model files
         (stamps, "atomic_write_text", "writing results"),  # the stored parts (stamps.get_or_compute)
-        (scenarios, "atomic_write_text", "writing results"),
+        (runner, "atomic_write_text", "writing results"),
+        (run_store, "atomic_write_text", "writing results"),  # the finished-run records
     ]
     for module, name, section in where:
         sections.patch(module, name, section)

@@ -44,8 +44,8 @@ SIDES = ("metaxlm", "trainer")
 def task_inputs(name: str, args):
     """The task spec, tokenizer, task object (labels fitted), training items and English test items."""
     from metaxlm.finetune.models import load_finetune_tokenizer
-    from metaxlm.finetune.scenarios import TaskData
     from metaxlm.finetune.spec import load_task_spec
+    from metaxlm.finetune.task_data import TaskData
     from metaxlm.finetune.tasks import get_task
 
     spec = load_task_spec(name)

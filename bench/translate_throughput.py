@@ -39,8 +39,8 @@ def build(cache: Path, train_steps: int) -> Path:
 
     from metaxlm.config import CorpusSpec, VocabConfig
     from metaxlm.data.benchmarks import load_examples
-    from metaxlm.finetune.scenarios import cap
     from metaxlm.finetune.spec import Hyperparameters
+    from metaxlm.finetune.task_data import cap
     from metaxlm.finetune.tasks import get_task
     from metaxlm.finetune.trainer import finetune
     from metaxlm.io import atomic_dir

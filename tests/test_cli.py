@@ -114,7 +114,7 @@ def test_vocab_load_mode_imports_an_existing_model(run_config, tokenizer_dir, tm
 @pytest.mark.parametrize("order", ["overrides first", "overrides after --languages"])
 def test_finetune_languages_never_take_an_override(order, tmp_path, monkeypatch):
     """`--languages en hyperparameters.epochs=3` once ran 10 epochs with a "language" named by the override."""
-    import metaxlm.finetune.scenarios as scenarios
+    import metaxlm.finetune.runner as runner
 
     seen = {}
 
@@ -125,7 +125,7 @@ def test_finetune_languages_never_take_an_override(order, tmp_path, monkeypatch)
         seen.update(spec=spec, languages=kwargs["languages"])
         raise Called
 
-    monkeypatch.setattr(scenarios, "run_task", fake_run_task)
+    monkeypatch.setattr(runner, "run_task", fake_run_task)
     common = ["--model", str(tmp_path), "--out", str(tmp_path / "out")]
     argv = (["finetune", "demo_module", "hyperparameters.epochs=3", *common, "--languages", "en", "de"]
             if order == "overrides first" else

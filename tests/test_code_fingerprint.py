@@ -39,7 +39,7 @@ def test_the_evaluation_code_is_what_evaluation_imports():
     """Fine-tuning's task types (found by the registry, imported by no module) count; the report, pretraining and
     the command line do not: a report's edit recomputes no part."""
     from metaxlm.evaluation.recipe import PART_CODE
-    from metaxlm.finetune.scenarios import RUN_CODE
+    from metaxlm.finetune.summaries import RUN_CODE
 
     part = code.code_modules(*PART_CODE)
     run = code.code_modules(*RUN_CODE)
@@ -50,12 +50,12 @@ def test_the_evaluation_code_is_what_evaluation_imports():
 
 
 def test_an_entry_names_the_runs_made_by_other_code(monkeypatch):
-    from metaxlm.finetune import scenarios
+    from metaxlm.finetune import summaries
 
     monkeypatch.setattr(code, "code_fingerprint", lambda *modules: "now")
     runs = [{"label": "de", "seed": 0, "code": {"fingerprint": "now", "commit": "a" * 40, "dirty": False}},
             {"label": "de", "seed": 1, "code": {"fingerprint": "old", "commit": "b" * 40, "dirty": True}},
             {"label": "fr", "seed": 0}]  # recorded before runs recorded their code: not known to differ
-    assert scenarios.other_code_note(runs) == ("runs made by other fine-tuning code than this one's, reused: de seed 1 "
+    assert summaries.other_code_note(runs) == ("runs made by other fine-tuning code than this one's, reused: de seed 1 "
                                                "(commit bbbbbbb dirty); delete a run's record to make it again")
-    assert scenarios.other_code_note(runs[::2]) == ""
+    assert summaries.other_code_note(runs[::2]) == ""

@@ -251,11 +251,11 @@ def test_a_transfer_matrix_is_keyed_by_the_seeds_it_ran_with(tiny_run, monkeypat
     base = ["evaluate.checkpoints=false", "evaluate.retrieval={}", "evaluate.alignment={}",
             "evaluate.tasks.toy.seeds=[5]", "evaluate.transfer_matrix=[toy]"]
     first = recipe.evaluate_run(load_config(tiny_run, [*base, "evaluate.seeds=[0]"]), progress=False)[0]
-    import metaxlm.finetune.scenarios as scenarios
+    import metaxlm.finetune.runner as runner
 
     calls = []
-    original = scenarios.run_task
-    monkeypatch.setattr(scenarios, "run_task", lambda *a, **k: calls.append(k["scenario"]) or original(*a, **k))
+    original = runner.run_task
+    monkeypatch.setattr(runner, "run_task", lambda *a, **k: calls.append(k["scenario"]) or original(*a, **k))
     again = recipe.evaluate_run(load_config(tiny_run, [*base, "evaluate.seeds=[0]"]), progress=False)[0]
     assert calls == [] and again["transfer_matrix"] == first["transfer_matrix"]
     changed = recipe.evaluate_run(load_config(tiny_run, [*base, "evaluate.seeds=[1]"]), progress=False)[0]
@@ -341,7 +341,7 @@ def test_a_part_computed_by_other_code_is_computed_again(tiny_run, monkeypatch, 
     """Parts are keyed by the code that computes them too (metaxlm.run.code): after a fix, a stored part is computed
     again, saying so. The finished fine-tuning runs are reused (they cost hours) and the task's entry names those
     made by other code; each records the code and commit it was made by."""
-    from metaxlm.finetune import scenarios
+    from metaxlm.finetune import runner, summaries
     from metaxlm.run import code as run_code
 
     cfg = load_config(tiny_run, ["evaluate.checkpoints=false", "evaluate.seeds=[0]"])
@@ -349,12 +349,12 @@ def test_a_part_computed_by_other_code_is_computed_again(tiny_run, monkeypatch, 
     parts = recipe.eval_dir(cfg) / "xlm" / "parts"
     record = recipe.eval_dir(cfg) / "xlm" / "finetune" / "toy" / "zero_shot-runs" / "en-seed0.json"
     made_by = json.loads(record.read_text())["detail"]["code"]
-    assert made_by["fingerprint"] == run_code.code_fingerprint(*scenarios.RUN_CODE) and "commit" in made_by
+    assert made_by["fingerprint"] == run_code.code_fingerprint(*summaries.RUN_CODE) and "commit" in made_by
     assert "other fine-tuning code" not in first["tasks"]["toy"]["note"]
     calls = []
     original = recipe.evaluate_retrieval
     monkeypatch.setattr(recipe, "evaluate_retrieval", lambda *a, **k: calls.append(1) or original(*a, **k))
-    monkeypatch.setattr(scenarios, "finetune", lambda *a, **k: pytest.fail("a finished run was trained again"))
+    monkeypatch.setattr(runner, "finetune", lambda *a, **k: pytest.fail("a finished run was trained again"))
     recipe.evaluate_run(cfg, progress=False)
     assert calls == []  # the same code: every part reused
     capsys.readouterr()

@@ -16,8 +16,10 @@ from metaxlm.data.padding import IGNORE
 from metaxlm.errors import ConfigError, MetaXLMError
 from metaxlm.finetune.inference import predict_outputs
 from metaxlm.finetune.models import load_model
-from metaxlm.finetune.scenarios import code_switched_items, run_task, split_by_document, summarize
+from metaxlm.finetune.runner import run_task
 from metaxlm.finetune.spec import TASK_CONFIG_DIR, Hyperparameters, TaskSpec, load_task_spec
+from metaxlm.finetune.summaries import summarize
+from metaxlm.finetune.task_data import code_switched_items, split_by_document
 from metaxlm.finetune.tasks import get_task
 from metaxlm.finetune.tasks.qa import best_span
 from metaxlm.finetune.tasks.spans import bio_roundtrip_f1, bio_to_spans, spans_to_bio, token_offsets

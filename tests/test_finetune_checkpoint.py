@@ -18,7 +18,7 @@ from metaxlm.data.examples import ClassificationExample, TranslationExample
 from metaxlm.finetune import checkpoint as ckpt
 from metaxlm.finetune.checkpoint import Checkpoints
 from metaxlm.finetune.models import load_model
-from metaxlm.finetune.scenarios import run_task
+from metaxlm.finetune.runner import run_task
 from metaxlm.finetune.spec import Hyperparameters, TaskSpec
 from metaxlm.finetune.tasks import get_task
 from metaxlm.finetune.trainer import finetune

@@ -13,8 +13,8 @@ from metaxlm.data.benchmarks import load_examples
 from metaxlm.data.examples import ClassificationExample, QAExample, TaggingExample
 from metaxlm.data.hub import HubRef, parse_hub
 from metaxlm.errors import DataError
-from metaxlm.finetune.scenarios import TaskData
 from metaxlm.finetune.spec import load_task_spec
+from metaxlm.finetune.task_data import TaskData
 
 Value, ClassLabel, Sequence = datasets.Value, datasets.ClassLabel, datasets.Sequence
 

@@ -191,11 +191,12 @@ def assert_entry_items_give_the_runs(entry: dict) -> None:
 
 def test_a_task_entry_has_each_seeds_rows_and_a_reused_run_keeps_them(toy_task, tiny_bert_dir, tokenizer_dir,
                                                                        tmp_path, monkeypatch):
-    import metaxlm.finetune.scenarios as scenarios
+    import metaxlm.finetune.runner as runner
+    from metaxlm.finetune.run_store import recorded_task_entry
 
     kw = {"scenario": "zero_shot", "tokenizer_dir": tokenizer_dir, "progress": False, "resume_key": "k"}
     archive = tmp_path / "archive"
-    entry = scenarios.run_task(toy_task, tiny_bert_dir, tmp_path / "out", finished_runs=archive, **kw)
+    entry = runner.run_task(toy_task, tiny_bert_dir, tmp_path / "out", finished_runs=archive, **kw)
     assert_entry_items_give_the_runs(entry)
     runs = entry["per_language"]["en"]["runs"]
     assert runs[0] != runs[1]  # the seeds score differently: rows of the wrong seed would show
@@ -204,16 +205,16 @@ def test_a_task_entry_has_each_seeds_rows_and_a_reused_run_keeps_them(toy_task, 
     def no_training(*args, **kwargs):
         raise AssertionError("a finished run was trained again")
 
-    monkeypatch.setattr(scenarios, "finetune", no_training)
-    reused = scenarios.run_task(toy_task, tiny_bert_dir, tmp_path / "out", **kw)  # from the run's own records
-    elsewhere = scenarios.run_task(toy_task, tiny_bert_dir, tmp_path / "fresh", finished_runs=archive, **kw)
-    recorded = scenarios.recorded_task_entry(toy_task, archive, scenario="zero_shot", seeds=[0, 1])
+    monkeypatch.setattr(runner, "finetune", no_training)
+    reused = runner.run_task(toy_task, tiny_bert_dir, tmp_path / "out", **kw)  # from the run's own records
+    elsewhere = runner.run_task(toy_task, tiny_bert_dir, tmp_path / "fresh", finished_runs=archive, **kw)
+    recorded = recorded_task_entry(toy_task, archive, scenario="zero_shot", seeds=[0, 1])
     for again in (reused, elsewhere, recorded):
         assert again["items"] == entry["items"]
 
 
 def test_a_run_recorded_before_items_leaves_its_seed_out():
-    from metaxlm.finetune.scenarios import item_outcomes
+    from metaxlm.finetune.summaries import item_outcomes
 
     rows = {"en": {"accuracy": {"kind": "mean", "rows": [[1], [0]]}}}
     found = item_outcomes([{"seed": 0, "items": rows}, {"seed": 1}, {"seed": 2, "items": rows}])
@@ -224,7 +225,7 @@ def test_a_run_recorded_before_items_leaves_its_seed_out():
 
 def test_a_task_type_without_rows_of_its_metric_is_named(tokenizer):
     from metaxlm.errors import MetaXLMError
-    from metaxlm.finetune.scenarios import run_items
+    from metaxlm.finetune.summaries import run_items
 
     task = get_task("classification")(tokenizer, hp(), labels=["a"])
     task.item_rows = lambda examples, predictions, **kw: {"other": ("mean", [[1]])}

@@ -141,7 +141,7 @@ def test_codes_that_name_no_language_are_errors():
 
 def test_finetune_languages_takes_a_language_outside_the_old_table(tmp_path, monkeypatch):
     """`--languages hr` passes the language check (the task's languages extended by an override to have it)."""
-    import metaxlm.finetune.scenarios as scenarios
+    import metaxlm.finetune.runner as runner
     from metaxlm.cli import main
 
     seen = {}
@@ -153,7 +153,7 @@ def test_finetune_languages_takes_a_language_outside_the_old_table(tmp_path, mon
         seen.update(languages=kwargs["languages"])
         raise Called
 
-    monkeypatch.setattr(scenarios, "run_task", fake_run_task)
+    monkeypatch.setattr(runner, "run_task", fake_run_task)
     with pytest.raises(Called):
         main(["finetune", "demo_module", "--model", str(tmp_path), "--out", str(tmp_path / "out"),
               "languages=[en,de,hr]", "--languages", "hr"])

@@ -14,7 +14,7 @@ from test_evaluation_recipe import WORDS, WORDS_DE, save_tiny_mlm
 
 from metaxlm.config import RunConfig, load_config
 from metaxlm.errors import ConfigError
-from metaxlm.finetune.scenarios import summarize
+from metaxlm.finetune.summaries import summarize
 from metaxlm.pipeline import run as run_stages
 from metaxlm.report import comparison
 from metaxlm.report.comparison import Spread, most_different

@@ -11,7 +11,8 @@ from test_translation import PAIRS, hp, tiny_seq2seq
 
 from metaxlm.cli import main
 from metaxlm.errors import DataError
-from metaxlm.finetune.scenarios import recorded_task_entry, run_task
+from metaxlm.finetune.run_store import recorded_task_entry
+from metaxlm.finetune.runner import run_task
 from metaxlm.finetune.spec import TaskSpec
 from metaxlm.io import json_safe
 from metaxlm.records import check_results

@@ -157,11 +157,12 @@ def test_evaluations_split_side_by_side_share_the_directory(tmp_path, holder, ca
 
 def test_side_by_side_evaluations_never_fine_tune_the_same_run(tmp_path, holder):
     """Each fine-tuning run (language, seed) of a task is held by the evaluation that trains it."""
-    from metaxlm.finetune.scenarios import _Runner
+    from metaxlm.finetune.run_store import RunStore
+    from metaxlm.finetune.runner import TrainingRunner
 
     runs_dir = tmp_path / "finetune" / "mt" / "supervised-runs"
     first = holder(runs_dir / "de-seed0.lock", "fine-tuning mt de seed 0")
-    runner = _Runner(SimpleNamespace(name="mt"), tmp_path, None, progress=False, runs_dir=runs_dir, resume_key="k")
+    runner = TrainingRunner(SimpleNamespace(name="mt"), tmp_path, None, progress=False, store=RunStore(runs_dir, "k"))
     with pytest.raises(Busy, match=rf"fine-tuning run .*de-seed0 is in use by fine-tuning mt de seed 0 \(pid "
                                    rf"{first.pid} on .*evaluate.seeds"):
         runner.train_and_test([], {"de": []}, 0, "de")

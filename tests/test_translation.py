@@ -20,7 +20,7 @@ from metaxlm.data.examples import TranslationExample
 from metaxlm.errors import DataError, MetaXLMError
 from metaxlm.finetune.models import load_model, load_seq2seq
 from metaxlm.finetune.resume_key import run_fingerprint
-from metaxlm.finetune.scenarios import run_task
+from metaxlm.finetune.runner import run_task
 from metaxlm.finetune.spec import Hyperparameters, TaskSpec, load_task_spec
 from metaxlm.finetune.tasks import get_task
 from metaxlm.finetune.trainer import finetune, predict, set_seed
@@ -552,7 +552,7 @@ def test_shared_embeddings_are_one_matrix_and_survive_saving(tokenizer, tmp_path
     assert model.decoder.get_output_embeddings().weight is enc
     examples = [TranslationExample(str(i), a, b) for i, (a, b) in enumerate(PAIRS)]
     finetune(model, task, examples, s.hyperparameters, seed=0, progress=False)
-    from metaxlm.finetune.scenarios import save_finetuned
+    from metaxlm.finetune.runner import save_finetuned
 
     reloaded = load_seq2seq(save_finetuned(model, task.tokenizer, tmp_path / "saved"))
     assert torch.equal(reloaded.encoder.embeddings.word_embeddings.weight, enc)
@@ -576,7 +576,7 @@ def test_dropout_is_set_everywhere_and_recorded(tokenizer, model_dir, tmp_path):
 def test_finished_runs_are_reused_by_a_rerun_with_the_same_key(tokenizer, model_dir, tmp_path, monkeypatch):
     """An interrupted task resumes after its last finished (language, seed) run: with the same resume key a rerun
     trains nothing already finished; another key (other settings or weights) trains again."""
-    import metaxlm.finetune.scenarios as scenarios
+    import metaxlm.finetune.runner as runner
 
     s = spec(tmp_path)
     out = tmp_path / "out"
@@ -587,7 +587,7 @@ def test_finished_runs_are_reused_by_a_rerun_with_the_same_key(tokenizer, model_
     def no_training(*args, **kwargs):
         raise AssertionError("a finished run was trained again")
 
-    monkeypatch.setattr(scenarios, "finetune", no_training)
+    monkeypatch.setattr(runner, "finetune", no_training)
     again = run_task(s, model_dir, out, scenario="supervised", seeds=[0], tokenizer_dir=model_dir, progress=False,
                      resume_key="k1")
     assert again["per_language"] == first["per_language"] and again["reports"] == first["reports"]
@@ -602,7 +602,7 @@ def test_finished_runs_are_reused_by_a_rerun_with_the_same_key(tokenizer, model_
 def test_a_dev_set_cut_from_the_training_file_is_never_trained_on(tmp_path):
     """dev_from_train holds n items of each train file out (largest sha256 of the id), max_train_items caps the
     rest, and evaluate_on: dev scores those items instead of the test file."""
-    from metaxlm.finetune.scenarios import TaskData
+    from metaxlm.finetune.task_data import TaskData
 
     s = spec(tmp_path, dev_from_train=2, max_train_items=3)
     data = TaskData(s)
@@ -637,18 +637,18 @@ def test_curve_points_on_a_fixed_subset_and_the_final_score_on_every_item(tokeni
                                                                              monkeypatch):
     """hyperparameters.curve_items: the points during training score the same subset (smallest sha256 of the id),
     the curve's last point is the final model's score on that subset, the task's score uses every test item."""
-    import metaxlm.finetune.scenarios as scenarios
-    from metaxlm.finetune.scenarios import cap
+    import metaxlm.finetune.runner as runner
+    from metaxlm.finetune.task_data import cap
 
     s = spec(tmp_path, hyperparameters=hp(max_steps=4, eval_steps=[2, 3], curve_items=3).model_dump())
     scored: list[list[str]] = []
-    real_predict = scenarios.predict
+    real_predict = runner.predict
 
     def counting_predict(model, task, examples, hp, **kw):
         scored.append([ex.id for ex in examples])
         return real_predict(model, task, examples, hp, **kw)
 
-    monkeypatch.setattr(scenarios, "predict", counting_predict)
+    monkeypatch.setattr(runner, "predict", counting_predict)
     entry = run_task(s, model_dir, tmp_path / "out", scenario="supervised", tokenizer_dir=model_dir, progress=False,
                      save_models=tmp_path / "models")
     examples = load_examples("parallel_tsv", tmp_path / "en-de.tsv")
@@ -675,7 +675,7 @@ def test_finished_runs_recorded_elsewhere_are_reused_by_a_fresh_run(tokenizer, m
     machine, a fresh clone) with the same key reuses it instead of training, and keeps it in its own store; another
     key (other settings or model files) is refused before any training, naming the record, which stays as it was
     (two series are never mixed in one archive); in another archive it trains."""
-    import metaxlm.finetune.scenarios as scenarios
+    import metaxlm.finetune.runner as runner
 
     s = spec(tmp_path)
     archive = tmp_path / "docs" / "runs"
@@ -686,7 +686,7 @@ def test_finished_runs_recorded_elsewhere_are_reused_by_a_fresh_run(tokenizer, m
     def no_training(*args, **kwargs):
         raise AssertionError("a finished run was trained again")
 
-    monkeypatch.setattr(scenarios, "finetune", no_training)
+    monkeypatch.setattr(runner, "finetune", no_training)
     again = run_task(s, model_dir, tmp_path / "out2", scenario="supervised", seeds=[0], tokenizer_dir=model_dir,
                      progress=False, resume_key="k1", finished_runs=archive)
     assert again["per_language"] == first["per_language"] and again["reports"] == first["reports"]
@@ -707,7 +707,7 @@ def test_one_direction_per_process_records_runs_the_full_run_reuses(tokenizer, m
     """configs/translation.yaml's 'data.languages=[en,fr]' (one direction per process): the plan's run keys are
     those of the configured languages, and the en→fr run it records is reused by a run over every language, which
     trains only en→de."""
-    import metaxlm.finetune.scenarios as scenarios
+    import metaxlm.finetune.runner as runner
     from metaxlm.config import load_config
     from metaxlm.evaluation import recipe
 
@@ -723,11 +723,11 @@ def test_one_direction_per_process_records_runs_the_full_run_reuses(tokenizer, m
              progress=False, resume_key="k", finished_runs=archive, languages=["en", "fr"])
     assert sorted(f.name for f in (archive / "supervised-runs").iterdir()) == ["fr-seed0.json"]
     trained = []
-    finetune = scenarios.finetune
+    finetune = runner.finetune
     def counted(*args, **kwargs):
         trained.append(kwargs["desc"])
         return finetune(*args, **kwargs)
-    monkeypatch.setattr(scenarios, "finetune", counted)
+    monkeypatch.setattr(runner, "finetune", counted)
     both = run_task(s, model_dir, tmp_path / "out2", scenario="supervised", seeds=[0], tokenizer_dir=model_dir,
                     progress=False, resume_key="k", finished_runs=archive, languages=["en", "de", "fr"])
     assert trained == ["toy_mt de seed 0"] and set(both["per_language"]) >= {"de", "fr"}
@@ -772,7 +772,7 @@ def test_a_finished_run_keeps_its_outputs_beside_its_record(tokenizer, model_dir
     import json
 
     from metaxlm.config import RECORDED_OUTPUTS
-    from metaxlm.finetune.scenarios import machine_text
+    from metaxlm.finetune.summaries import machine_text
 
     s = spec(tmp_path)
     out, archive = tmp_path / "out", tmp_path / "archive"
@@ -806,7 +806,7 @@ def test_a_finished_run_keeps_its_outputs_beside_its_record(tokenizer, model_dir
 
 
 def test_training_summary_counts_each_kind_of_machine():
-    from metaxlm.finetune.scenarios import report_summary
+    from metaxlm.finetune.summaries import report_summary
 
     def run(seed: int, cpu: str, precision: dict, seconds: float) -> dict:
         return {"seed": seed, "label": "de", "steps": 2000, "train_seconds": seconds,
@@ -826,7 +826,7 @@ def test_training_summary_counts_each_kind_of_machine():
 
 
 def test_examples_come_from_the_lowest_seed_whatever_the_order_runs_finished():
-    from metaxlm.finetune.scenarios import report_summary
+    from metaxlm.finetune.summaries import report_summary
 
     def run(seed: int) -> dict:
         return {"seed": seed, "label": "de", "outputs": {"de": [{"id": "0", "source": "a", "reference": "b",
@@ -894,7 +894,7 @@ def test_an_entry_records_what_its_results_translate_from_and_into(tmp_path, dir
     source/target are the language every result translates from/into, None where it is each result's own."""
     import json
 
-    from metaxlm.finetune.scenarios import recorded_task_entry
+    from metaxlm.finetune.run_store import recorded_task_entry
     from metaxlm.report.cells import language_pair
 
     runs = tmp_path / "records" / "supervised-runs"

@@ -186,8 +186,9 @@ def cmd_evaluate(args) -> None:
 
 def cmd_finetune(args) -> None:
     from metaxlm.finetune.resume_key import run_fingerprint
-    from metaxlm.finetune.scenarios import check_source_data, run_task
+    from metaxlm.finetune.runner import run_task
     from metaxlm.finetune.spec import load_task_spec
+    from metaxlm.finetune.task_data import check_source_data
     from metaxlm.finetune.tasks import get_task
     from metaxlm.languages import check_language
     from metaxlm.records import RESULTS_FILE, write_results

@@ -227,7 +227,7 @@ def _evaluation(cfg: RunConfig, variants: list[VariantState]) -> EvaluationPlan 
         planned_evaluation,
         stored_parts,
     )
-    from metaxlm.finetune.scenarios import _task_languages
+    from metaxlm.finetune.task_data import task_languages
 
     if "evaluate" not in cfg.stages:
         return None
@@ -249,7 +249,7 @@ def _evaluation(cfg: RunConfig, variants: list[VariantState]) -> EvaluationPlan 
         for task in runs:
             if task.name not in tasks:
                 tasks[task.name] = TaskState(task.name, task.spec.name, task.spec.type, task.scenario,
-                                             _task_languages(task.spec, cfg.data.languages), task.seeds, [])
+                                             task_languages(task.spec, cfg.data.languages), task.seeds, [])
             tasks[task.name].models.append(name)
         parts = len(runs) + sum(t.matrix_seeds is not None for t in runs) + len(ecfg.retrieval) + len(ecfg.alignment)
         reusable = name in existing and (variant is None or variant in kept)

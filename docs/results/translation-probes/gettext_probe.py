@@ -16,8 +16,8 @@ import tempfile
 from pathlib import Path
 
 from metaxlm.data.benchmarks import load_examples
-from metaxlm.finetune.scenarios import TaskData
 from metaxlm.finetune.spec import load_task_spec
+from metaxlm.finetune.task_data import TaskData
 from tools.large_corpora.build import _build_parallel, _Fetcher
 
 

@@ -395,7 +395,7 @@ def evaluate_model(cfg: RunConfig, target: ModelToEvaluate, *, progress: bool = 
     """`target`'s results.json, part by part (each stored and reused by its fingerprint); each part's time goes to
     `events` (`measured`: False when stored parts were reused, so the times are not the parts' cost)."""
     from metaxlm.features.layers import load_encoder
-    from metaxlm.finetune.scenarios import run_task
+    from metaxlm.finetune.runner import run_task
 
     ecfg = cfg.evaluate
     out = eval_dir(cfg) / target.name

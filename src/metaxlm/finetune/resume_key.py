@@ -1,5 +1,5 @@
 """The resume key of a fine-tuning run: what it is computed from — the task's settings, the scenario, the model
-files it reads and the tokenizer. A finished run stored under this key is reused (metaxlm.finetune.scenarios), a
+files it reads and the tokenizer. A finished run stored under this key is reused (metaxlm.finetune.run_store), a
 checkpoint of another key is discarded (metaxlm.finetune.checkpoint), so `metaxlm finetune --out` and the evaluate
 stage resume the same runs. The fingerprints themselves are made by metaxlm.run.stamps; this module says only which
 of a model's files a task reads.

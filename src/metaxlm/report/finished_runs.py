@@ -2,7 +2,7 @@
 finished-run records it keeps in the repository.
 
 A comparison longer than a machine's sessions records each finished fine-tuning run in `evaluate.finished_runs`
-(results only; metaxlm.finetune.scenarios). From those records alone — no model and no checkpoint is read — this
+(results only; metaxlm.finetune.run_store). From those records alone — no model and no checkpoint is read — this
 assembles, for each model of the config, the results.json its evaluate stage would write, from the runs finished so
 far, each task saying which runs are still to come; it writes them as a run directory (`DIR/config.yaml`,
 `DIR/eval/<model>/results.json`, and `DIR/assembled-from.json`: the records' directory and the runs to come; only a
@@ -26,7 +26,7 @@ from metaxlm.config import RunConfig
 from metaxlm.config.yaml import dump_config
 from metaxlm.errors import ConfigError, MetaXLMError
 from metaxlm.evaluation.recipe import ModelToEvaluate, evaluated_variants, plan_tasks
-from metaxlm.finetune.scenarios import recorded_task_entry
+from metaxlm.finetune.run_store import recorded_task_entry
 from metaxlm.io import atomic_dir, atomic_write_json
 from metaxlm.records import RESULTS_FILE, write_results
 from metaxlm.report.evaluation import write_report
