@@ -125,7 +125,8 @@ def load_model(task, model_dir: str | Path, train_items=None):
     mismatched = {k[0] if isinstance(k, tuple) else k for k in info.get("mismatched_keys", ())}
     missing = sorted(k for k in set(info["missing_keys"]) | mismatched if k.startswith(f"{body}.") and ".pooler." not in k)
     # the weights this model starts without: the trainer gives them hyperparameters.head_lr_scale
-    mark_new(model, {k[0] if isinstance(k, tuple) else k for k in [*info["missing_keys"], *info.get("mismatched_keys", ())]})
+    mark_new(model, {k[0] if isinstance(k, tuple) else k
+                     for k in [*info["missing_keys"], *info.get("mismatched_keys", ())]})
     if missing:
         raise MetaXLMError(f"{model_dir}: encoder weights missing from the checkpoint or of another shape ({', '.join(missing[:5])}"
                            f"{', ...' if len(missing) > 5 else ''}): not an encoder of this architecture")
