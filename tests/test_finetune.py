@@ -24,6 +24,7 @@ from metaxlm.finetune.tasks import get_task
 from metaxlm.finetune.tasks.qa import best_span
 from metaxlm.finetune.tasks.spans import bio_roundtrip_f1, bio_to_spans, spans_to_bio, token_offsets
 from metaxlm.finetune.trainer import encode_items, finetune, length_grouped_batches, predict
+from metaxlm.models.new_parameters import new_parameter_names
 
 pytestmark = pytest.mark.usefixtures("one_thread")  # tests/conftest.py
 
@@ -246,8 +247,8 @@ def test_the_new_head_learns_at_its_own_scale(tokenizer, model_dir, monkeypatch)
     task = get_task("classification")(tokenizer, hp(max_steps=2, head_lr_scale=10.0, warmup_ratio=0.0))
     task.fit_labels(data)
     model = load_model(task, model_dir)
-    assert {"classifier.weight", "classifier.bias"} <= set(model.metaxlm_new_parameters)
-    assert not any(name.startswith("bert.encoder.") for name in model.metaxlm_new_parameters)
+    assert {"classifier.weight", "classifier.bias"} <= new_parameter_names(model)
+    assert not any(name.startswith("bert.encoder.") for name in new_parameter_names(model))
     made = []
     original = trainer.adamw
     monkeypatch.setattr(trainer, "adamw", lambda *a, **k: made.append(original(*a, **k)) or made[-1])
@@ -259,7 +260,7 @@ def test_the_new_head_learns_at_its_own_scale(tokenizer, model_dir, monkeypatch)
         by_lr.setdefault(group["initial_lr"], set()).update(names.get(id(p), "compact word embeddings")
                                                             for p in group["params"])
     assert set(by_lr) == {task.hp.lr, task.hp.lr * 10}
-    assert by_lr[task.hp.lr * 10] == set(model.metaxlm_new_parameters) & set(names.values())
+    assert by_lr[task.hp.lr * 10] == new_parameter_names(model) & set(names.values())
 
 
 def test_model_loading_is_quiet_and_checks_the_encoder(tokenizer, model_dir, tmp_path, capfd):

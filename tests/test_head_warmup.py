@@ -18,7 +18,8 @@ from safetensors.torch import load_file, save_file
 
 from metaxlm.compute.optim import adamw, linear_schedule
 from metaxlm.config import ModelConfig, TrainConfig, load_config
-from metaxlm.pretrain.engine import ObjectiveModule, head_warmup_plan
+from metaxlm.models.new_parameters import mark_new, new_parameter_names
+from metaxlm.pretrain.engine import HeadWarmup, ObjectiveModule
 from metaxlm.pretrain.objectives import ObjectiveContext, build_objectives
 from metaxlm.pretrain.recipe import load_start_model, run_pretrain
 from metaxlm.vocab import load_tokenizer
@@ -84,41 +85,46 @@ def test_schedule_is_transformers_linear_one_without_held_groups_and_starts_held
 # -- what the start lacked ----------------------------------------------------------------------------------------
 def test_an_encoder_without_mlm_head_lacks_the_head_but_not_the_tied_decoder(run_template, encoder_dir, tok, tmp_path):
     cfg = load_config(make_config(run_template, tmp_path), start_from(encoder_dir))
-    model, new = load_start_model(cfg, "xlm", tok, progress=False, output_new_parameters=True)
-    assert new == HEAD  # dense, LayerNorm and the output bias; the decoder weight IS the word embeddings
+    model = load_start_model(cfg, "xlm", tok, progress=False)
+    # dense, LayerNorm and the output bias; the decoder weight IS the word embeddings
+    assert new_parameter_names(model) == HEAD
     assert model.get_output_embeddings().weight is model.get_input_embeddings().weight
     # an MLM checkpoint (what the import wrote, or a run's final/) lacks nothing ...
     model.save_pretrained(tmp_path / "mlm")
     tok.save_pretrained(tmp_path / "mlm")
     cfg = load_config(tmp_path / "cfg.yaml", start_from(tmp_path / "mlm"))
-    assert load_start_model(cfg, "xlm", tok, progress=False, output_new_parameters=True)[1] == set()
+    assert new_parameter_names(load_start_model(cfg, "xlm", tok, progress=False)) == set()
     # ... and continued as VECO, the encoder lacks the head and the cross-attention adopt adds
     cfg = load_config(tmp_path / "cfg.yaml", start_from(encoder_dir, ", model: {arch: veco, options: "
                                                                       "{cross_attention_layers: [1]}}"))
-    veco, new = load_start_model(cfg, "xlm", tok, progress=False, output_new_parameters=True)
+    veco = load_start_model(cfg, "xlm", tok, progress=False)
     cross = {n for n, _ in veco.named_parameters() if ".crossattention." in n}
-    assert cross and all(".layer.1." in n for n in cross) and new == HEAD | cross
+    assert cross and all(".layer.1." in n for n in cross) and new_parameter_names(veco) == HEAD | cross
 
 
 def test_an_mlm_checkpoint_with_dwa_lacks_only_the_pointer_head(tok, tmp_path):
     from metaxlm.models import build_mlm
 
     model = build_mlm(ModelConfig(**TINY), tok, seed=1)
+    mark_new(model, ())  # a start model that lacked nothing
     context = ObjectiveContext(tokenizer=tok, model_config=model.config, model=model)
     train = TrainConfig(steps=10, head_warmup_steps=3)
     objectives = build_objectives({"mlm": 1.0, "dwa": 1.0}, context)
-    held, note, record = head_warmup_plan(ObjectiveModule(model, objectives), set(), train)
-    assert record["modules"] == ["objectives.dwa"] and "objectives.dwa" in note
-    assert held == {f"model.{n}" for n, _ in model.named_parameters()}  # the whole model is the body
+    plan = HeadWarmup.plan(ObjectiveModule(model, objectives), train)
+    assert plan.record["modules"] == ["objectives.dwa"] and "objectives.dwa" in plan.note
+    assert plan.held == {f"model.{n}" for n, _ in model.named_parameters()}  # the whole model is the body
+    assert plan.warming(1) and plan.warming(3) and not plan.warming(4)
     # a pointer head loaded from a given state is not new: nothing to warm up
     save_file({f"dwa.{k}": v.contiguous() for k, v in objectives["dwa"].head_state().items()},
               str(tmp_path / "objectives.safetensors"))
     loaded = build_objectives({"mlm": 1.0, "dwa": {"head": str(tmp_path)}}, context)
-    held, note, record = head_warmup_plan(ObjectiveModule(model, loaded), set(), train)
-    assert not held and not record and "off" in note and "every module" in note
-    # a run that continues nothing (random init) has no body to hold
-    held, note, _ = head_warmup_plan(ObjectiveModule(model, objectives), None, train)
-    assert not held and "does not continue a start model" in note
+    plan = HeadWarmup.plan(ObjectiveModule(model, loaded), train)
+    assert not plan.held and not plan.record and "off" in plan.note and "every module" in plan.note
+    assert not plan.warming(1)
+    # a run that continues nothing (random init: the model unmarked) has no body to hold
+    fresh = build_mlm(ModelConfig(**TINY), tok, seed=1)
+    plan = HeadWarmup.plan(ObjectiveModule(fresh, objectives), train)
+    assert not plan.held and "does not continue a start model" in plan.note
 
 
 # -- the warm-up in a run -------------------------------------------------------------------------------------------

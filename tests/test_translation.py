@@ -25,6 +25,7 @@ from metaxlm.finetune.spec import Hyperparameters, TaskSpec, load_task_spec
 from metaxlm.finetune.tasks import get_task
 from metaxlm.finetune.trainer import finetune, predict, set_seed
 from metaxlm.finetune.translate import corpus_scores, generate_translations
+from metaxlm.models.new_parameters import new_parameter_names
 
 PAIRS = [("the house is small", "das Haus ist klein"),
          ("the cat sleeps", "die Katze schläft"),
@@ -449,7 +450,7 @@ def test_a_translation_task_assembles_its_encoder_decoder_from_an_encoder(tokeni
     names = {n for n, _ in model.named_parameters()}
     expected = names if init == "random" else \
         {n for n in names if ".crossattention." in n or n.startswith("encoder.pooler.")}
-    assert set(model.metaxlm_new_parameters) == expected
+    assert new_parameter_names(model) == expected
     if init == "encoder":  # the decoder is the encoder's last 2 layers; its cross-attention is new
         assert torch.equal(model.decoder.bert.encoder.layer[0].output.dense.weight,
                            mlm.bert.encoder.layer[1].output.dense.weight)
@@ -476,10 +477,10 @@ def test_pretrained_cross_attention_trains_at_the_body_rate_unless_asked(tokeniz
     model = load_model(task, veco_dir)
     names = {n for n, _ in model.named_parameters()}
     cross = {n for n in names if ".crossattention." in n}
-    assert cross and set(model.metaxlm_new_parameters) == \
+    assert cross and new_parameter_names(model) == \
         {n for n in names if n.startswith("encoder.pooler.")} | (cross if fast else set())
     optimizer = adamw(model.named_parameters(), lr=1e-4, weight_decay=0.0,
-                      lr_scales={n: 20.0 for n in model.metaxlm_new_parameters})
+                      lr_scales={n: 20.0 for n in new_parameter_names(model)})
     by_id = {id(p): n for n, p in model.named_parameters()}
     fast_names = {by_id[id(p)] for g in optimizer.param_groups if g["lr"] == pytest.approx(2e-3) for p in g["params"]}
     assert (cross <= fast_names) == fast

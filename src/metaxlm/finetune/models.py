@@ -14,6 +14,7 @@ from metaxlm.models.loading import (
     load_pretrained,
     quiet_transformers,
 )
+from metaxlm.models.new_parameters import mark_new
 from metaxlm.vocab import load_tokenizer
 
 
@@ -106,8 +107,7 @@ def load_model(task, model_dir: str | Path, train_items=None):
             if assembly.share_embeddings:
                 tie_encoder_decoder_embeddings(model)
             if assembly.fast_cross_attention:
-                model.metaxlm_new_parameters = sorted(set(model.metaxlm_new_parameters) | {
-                    name for name, _ in model.named_parameters() if ".crossattention." in name})
+                mark_new(model, {name for name, _ in model.named_parameters() if ".crossattention." in name})
         check_vocabulary_fits(model, task.tokenizer, model_dir, getattr(task.tokenizer, "name_or_path", None))
         task.decoder_start_token_id = special_token(model, "decoder_start_token_id")
         return model
@@ -126,8 +126,8 @@ def load_model(task, model_dir: str | Path, train_items=None):
     missing = sorted(k for k in set(info["missing_keys"]) | mismatched
                      if k.startswith(f"{body}.") and ".pooler." not in k)
     # the weights this model starts without: the trainer gives them hyperparameters.head_lr_scale
-    model.metaxlm_new_parameters = sorted({k[0] if isinstance(k, tuple) else k
-                                           for k in [*info["missing_keys"], *info.get("mismatched_keys", ())]})
+    mark_new(model, {k[0] if isinstance(k, tuple) else k
+                     for k in [*info["missing_keys"], *info.get("mismatched_keys", ())]})
     if missing:
         raise MetaXLMError(f"{model_dir}: encoder weights missing from the checkpoint or of another shape "
                            f"({', '.join(missing[:5])}"

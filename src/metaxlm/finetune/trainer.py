@@ -39,6 +39,7 @@ from metaxlm.finetune.hyperparameters import Hyperparameters
 from metaxlm.finetune.inference import kept_precision, resolved_precision
 from metaxlm.finetune.tasks.base import Feature, Task
 from metaxlm.finetune.used_rows import UsedRows
+from metaxlm.models.new_parameters import new_parameter_names
 
 SORT_WINDOW = 64  # batches per window of length-sorted features: similar lengths, still a random order
 
@@ -145,7 +146,7 @@ def finetune(model, task: Task, train_items: Sequence, hp: Hyperparameters, *, s
                     if hp.embedding_rows == "used" else None)
     # inside `used`, only the used embedding rows are parameters: the optimizer is built there
     with used, tqdm(total=total, desc=desc, unit="step", disable=not progress, leave=False) as bar:
-        new = getattr(model, "metaxlm_new_parameters", ()) if hp.head_lr_scale != 1.0 else ()
+        new = sorted(new_parameter_names(model) or ()) if hp.head_lr_scale != 1.0 else ()
         optimizer = adamw(model.named_parameters(), lr=hp.lr, weight_decay=hp.weight_decay,
                           lr_scales={name: hp.head_lr_scale for name in new})
         schedule = get_linear_schedule_with_warmup(optimizer, int(hp.warmup_ratio * total), total)

@@ -50,6 +50,7 @@ from metaxlm.io import atomic_dir
 from metaxlm.models.arch import arch_of
 from metaxlm.models.archs.veco import bert_config_of, encoder_state, is_veco, load_veco, veco_from_encoder
 from metaxlm.models.loading import load_model_config, load_pretrained, quiet_transformers
+from metaxlm.models.new_parameters import mark_new
 from metaxlm.vocab.load import save_tokenizer
 
 Init = Literal["veco", "encoder", "random"]
@@ -163,7 +164,7 @@ def assemble_seq2seq(source, tokenizer=None, decoder_layers: int | list[int] | N
     seq2seq.config.vocab_size = veco.config.vocab_size
     seq2seq.generation_config = GenerationConfig(**ids)
     seq2seq.metaxlm_decoder_layers = layers  # for the caller's report (not saved)
-    seq2seq.metaxlm_new_parameters = sorted(new)  # as load_model marks a task head (not saved)
+    mark_new(seq2seq, new)  # as load_model marks a task head
     return seq2seq.eval()
 
 

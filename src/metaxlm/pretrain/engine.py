@@ -17,7 +17,7 @@ Read `pretrain()` top to bottom: set-up, then per optimizer step
 
 New-head warm-up (`train.head_warmup_steps` = N, a run continuing a start model): for steps 1..N only the modules
 the start lacked train — a freshly drawn MLM head, the objectives' own new heads, VECO's cross-attention
-(`head_warmup_plan`) — while the body is held: its gradients are dropped before step 5, so AdamW skips it (no
+(`HeadWarmup`) — while the body is held: its gradients are dropped before step 5, so AdamW skips it (no
 update, no weight decay, no moments). From step N+1 everything trains; the body's param groups get a linear warm-up
 of their own from step N (`compute.optim.linear_schedule`) and a fresh Adam state.
 
@@ -35,7 +35,7 @@ import sys
 import time
 from collections.abc import Callable
 from contextlib import nullcontext
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -64,6 +64,7 @@ from metaxlm.models.checkpoint import (
     load_optimizer_states,
     save_checkpoint,
 )
+from metaxlm.models.new_parameters import new_parameter_names
 from metaxlm.pretrain.batches import BATCH_SOURCES, fixed_eval_batches
 from metaxlm.pretrain.objectives import Objective, ObjectiveContext, build_objectives
 from metaxlm.pretrain.objectives.encoding import shared_encodings
@@ -114,38 +115,76 @@ def input_providers(objectives: dict[str, Objective]) -> dict[str, str | None]:
     return providers
 
 
-def head_warmup_plan(module: ObjectiveModule, new_parameters: set[str] | None, cfg: TrainConfig
-                     ) -> tuple[set[str], str | None, dict]:
-    """The new-head warm-up (`train.head_warmup_steps`): the names (in `module`) of the trainable parameters it
-    holds for its steps — the body — the line that says what trains meanwhile, and that for summary.json.
+@dataclass(frozen=True)
+class HeadWarmup:
+    """The new-head warm-up (`train.head_warmup_steps`), planned once from the config and what is marked new
+    (`metaxlm.models.new_parameters`): which trainable parameters (names in the `ObjectiveModule`) it holds — the
+    body — for how many steps, and what the run says and records about it. The optimizer gives the held ones param
+    groups of their own (`adamw(held=...)`) that join with an lr warm-up of their own (`linear_schedule(held_steps=
+    ...)`); the loop drops their gradients while `warming`.
 
-    New are the start model's `new_parameters` (what its checkpoint lacked: `recipe.new_in_start`) and the
-    objectives' own `new_parameters()`; every other trainable parameter is held. Nothing is held, and the run trains
-    normally (the line says why), when the run does not continue a start model (`new_parameters` None: every module
-    is new, there is no body to protect) or the start lacks nothing this run trains: a setting shared by a config's
-    variants must not fail the ones it does not apply to."""
-    steps = cfg.head_warmup_steps
-    if steps == 0:
-        return set(), None, {}
-    off = f"head warm-up: off (train.head_warmup_steps={steps}): "
-    if new_parameters is None:
-        return set(), off + "the run does not continue a start model (start_from); everything trains from step 1", {}
-    trainable = {n for n, p in module.named_parameters() if p.requires_grad}
-    new = trainable & ({f"model.{n}" for n in new_parameters} |
-                       {f"objectives.{name}.{n}" for name, o in module.objectives.items() for n in o.new_parameters()})
-    held = trainable - new
-    if not new or not held:
-        why = "the start model has every module this run trains" if not new else "every trainable module is new"
-        return set(), off + why + "; everything trains from step 1", {}
-    sizes = dict(module.named_parameters())
-    count = {k: sum(sizes[n].numel() for n in names) for k, names in (("new", new), ("held", held))}
-    modules = new_modules(new, trainable)
-    whole = " (the whole run: the body never trains)" if steps >= cfg.steps else ""
-    note = (f"head warm-up: steps 1-{steps} train only what the start lacked, {count['new']:,} parameters in "
-            f"{', '.join(modules)}; the body ({count['held']:,} parameters) is held, then joins with a "
-            f"{min(cfg.warmup_steps, cfg.steps)}-step lr warm-up of its own{whole}")
-    return held, note, {"steps": steps, "modules": modules, "new_parameters": count["new"],
-                        "held_parameters": count["held"]}
+    New are what the start model lacked (marked by `recipe.load_start_model`: `recipe.new_in_start`) and the
+    objectives' own fresh heads (marked by `build_objectives`); every other trainable parameter is held. Nothing is
+    held, and the run trains normally (`note` says why), when the run does not continue a start model (the model
+    unmarked: every module is new, there is no body to protect) or the start lacks nothing this run trains: a
+    setting shared by a config's variants must not fail the ones it does not apply to."""
+
+    steps: int                              # train.head_warmup_steps
+    held: frozenset[str] = frozenset()      # empty: nothing held, the run trains as without warm-up
+    note: str | None = None                 # the line that says what trains meanwhile, or why nothing is held
+    record: dict = field(default_factory=dict)  # for summary.json ({}: nothing held)
+
+    @classmethod
+    def plan(cls, module: ObjectiveModule, cfg: TrainConfig, *, sharded: bool = False) -> HeadWarmup:
+        steps = cfg.head_warmup_steps
+        if steps == 0:
+            return cls(steps)
+        off = f"head warm-up: off (train.head_warmup_steps={steps}): "
+        start_lacked = new_parameter_names(module.model)
+        if start_lacked is None:
+            return cls(steps, note=off + "the run does not continue a start model (start_from); everything trains "
+                                         "from step 1")
+        trainable = {n for n, p in module.named_parameters() if p.requires_grad}
+        new = trainable & ({f"model.{n}" for n in start_lacked} |
+                           {f"objectives.{name}.{n}" for name, o in module.objectives.items()
+                            for n in new_parameter_names(o) or ()})
+        held = trainable - new
+        if not new or not held:
+            why = "the start model has every module this run trains" if not new else "every trainable module is new"
+            return cls(steps, note=off + why + "; everything trains from step 1")
+        if sharded:
+            raise MetaXLMError("train.head_warmup_steps: the new-head warm-up is not supported with train.sharding="
+                               "fsdp (it holds the body by dropping its gradients between backward and step, which "
+                               "FSDP reduces and shards in backward): use one process or DDP (sharding: none), or "
+                               "set it to 0")
+        sizes = dict(module.named_parameters())
+        count = {k: sum(sizes[n].numel() for n in names) for k, names in (("new", new), ("held", held))}
+        modules = new_modules(new, trainable)
+        whole = " (the whole run: the body never trains)" if steps >= cfg.steps else ""
+        note = (f"head warm-up: steps 1-{steps} train only what the start lacked, {count['new']:,} parameters in "
+                f"{', '.join(modules)}; the body ({count['held']:,} parameters) is held, then joins with a "
+                f"{min(cfg.warmup_steps, cfg.steps)}-step lr warm-up of its own{whole}")
+        return cls(steps, frozenset(held), note, {"steps": steps, "modules": modules, "new_parameters": count["new"],
+                                                  "held_parameters": count["held"]})
+
+    def warming(self, step: int) -> bool:
+        """Whether `step` is one of the warm-up's: the body held."""
+        return bool(self.held) and step <= self.steps
+
+    def drop_held_gradients(self, optimizer) -> None:
+        """AdamW skips a parameter without a gradient (no update, no decay, no moment): the body stays
+        bit-identical, and starts a fresh Adam state when it joins."""
+        for group in optimizer.param_groups:
+            if group.get("held"):
+                for p in group["params"]:
+                    p.grad = None
+
+    def log_fields(self, step: int, optimizer, scheduler) -> dict:
+        """What a step's log line adds: the new modules' lr (`lr` is the body's) and whether the body was held."""
+        if not self.held:
+            return {}
+        new_group = next(i for i, group in enumerate(optimizer.param_groups) if not group.get("held"))
+        return {"lr/new": scheduler.get_last_lr()[new_group], **({"head_warmup": 1} if self.warming(step) else {})}
 
 
 def new_modules(new: set[str], trainable: set[str]) -> list[str]:
@@ -168,12 +207,12 @@ def whole_state(run: Training) -> tuple[dict | None, dict[str, torch.Tensor]]:
     """What a checkpoint and `final/` write of the model: its weights (None: take them from the model, which holds
     them whole) and the objectives' states, whole. Collective under sharding: every process calls it; what it
     returns is complete on the main process."""
-    if not (run.sharded or run.acc.is_main_process):
+    if not (run.launch.sharded or run.launch.acc.is_main_process):
         return None, {}
     objectives_state = {f"{n}.{k}": v for n, o in run.objectives.items() for k, v in o.checkpoint_state().items()}
     weights = None
-    if run.sharded:
-        full = full_model_state(run.module)
+    if run.launch.sharded:
+        full = full_model_state(run.optim.module)
         weights = {k.removeprefix("model."): v for k, v in full.items() if k.startswith("model.")}
         objectives_state = full_tensors(objectives_state)
     return weights, objectives_state
@@ -305,32 +344,60 @@ def check_resumed_settings(path: Path, saved: dict | None, current: dict, *, var
 
 
 @dataclass
+class Launch:
+    """How this process trains: its accelerator and precision, and the checkpoint it resumes from."""
+
+    acc: Any
+    precision: Any
+    sharded: bool                     # train.sharding: fsdp with several processes
+    checkpoint: Path | None           # None: a fresh start
+
+
+@dataclass
+class Inputs:
+    """What the objectives are fed: a batch source per batch kind, the order they prepare their inputs in, and the
+    held-out rows with the MLM objective that scores them."""
+
+    sources: dict[str, Any]           # batch kind -> its batch source
+    providers: dict[str, str | None]  # objective -> the objective whose prepared inputs it reads (None: its own)
+    prepare_order: list[str]          # objectives reading another's prepared inputs come after it
+    heldout_mlm: MaskedLM
+    eval_rows: dict
+
+
+@dataclass
+class Optimization:
+    """The module as it trains, its optimizer and its schedule."""
+
+    objective_module: Any             # the objectives' module (the model and the objectives' own modules), unwrapped
+    module: Any                       # ... as it trains: prepared by accelerate (DDP, ...) or sharded in place
+    optimizer: Any
+    scheduler: Any
+
+
+@dataclass
+class Position:
+    """How far the run has come: the last step taken and the tokens trained on (0, 0 on a fresh start)."""
+
+    step: int
+    tokens: int
+
+
+@dataclass
 class Training:
     """Everything the loop touches, made once by `set_up`: the loop reads the step, the objectives and their
-    sources, the wrapped module and its optimizer, and how far the run has come (`start`, `tokens`)."""
+    inputs, the module and its optimizer, the warm-up plan, and how far the run has come (`start`, `tokens`)."""
 
     cfg: TrainConfig
     seed: int
-    alpha: float
     layout: VariantDir
     tokenizer: Any
     model: Any                        # the HF model (unwrapped)
-    objective_module: Any             # the objectives' module (the model and the objectives' own modules), unwrapped
-    module: Any                       # ... as it trains: prepared by accelerate (DDP, ...) or sharded in place
-    sharded: bool                     # train.sharding: fsdp with several processes
-    acc: Any
-    precision: Any
     objectives: dict[str, Objective]
-    prepare_order: list[str]          # objectives reading another's prepared inputs come after it
-    providers: dict[str, str | None]
-    sources: dict[str, Any]           # batch kind -> its batch source
-    heldout_mlm: MaskedLM
-    eval_rows: dict
-    optimizer: Any
-    scheduler: Any
-    held_params: list                 # the body's parameters during the new-head warm-up
-    new_group: int                    # the param group whose lr the new modules follow
-    warmup_record: dict | None
+    launch: Launch
+    inputs: Inputs
+    optim: Optimization
+    warmup: HeadWarmup
     log: RunLog
     start: int
     tokens: int
@@ -344,16 +411,15 @@ class Training:
 def pretrain(*, model, tokenizer, train_data: dict, heldout_data: dict, cfg: TrainConfig, alpha: float, seed: int,
              out_dir: str | Path, resume: bool = False, resume_from: str | Path | None = None, progress: bool = True,
              objectives: dict[str, Objective] | None = None, parallel_data: dict | None = None,
-             new_parameters: set[str] | None = None, export: Callable[..., None] | None = None,
-             made_of: dict | None = None) -> PretrainResult:
+             export: Callable[..., None] | None = None, made_of: dict | None = None) -> PretrainResult:
     """Train `model` (an HF *ForMaskedLM of a registered arch) on prepared data; write checkpoints, metrics, `final/`.
 
     `objectives`: built objectives (default: `cfg.objectives` built with a context that knows only the tokenizer);
     each is fed batches of its `batch_kind` from `train_data` (monolingual) or `parallel_data` (translation pairs).
     `resume`: continue from the latest checkpoint; `resume_from`: from this checkpoint directory.
-    `new_parameters`: when `model` continues a start model, the names (as in its `named_parameters()`) of the
-    parameters the start lacked, trained alone during the new-head warm-up (`cfg.head_warmup_steps`); None: the
-    model is not a continuation.
+    When `model` continues a start model, the parameters the start lacked are marked new on it
+    (`metaxlm.models.new_parameters`, as `recipe.load_start_model` does): they train alone during the new-head
+    warm-up (`cfg.head_warmup_steps`); an unmarked model is not a continuation.
     `export(model, tokenizer, dir, state_dict=...)` writes `final/` (default: the model's `ModelArch.export`; the
     recipe passes another to export a model trained on a trimmed vocabulary with its start's full vocabulary).
     `made_of`: what else the run is computed from, recorded beside the train settings (`trajectory_settings`) and
@@ -361,11 +427,11 @@ def pretrain(*, model, tokenizer, train_data: dict, heldout_data: dict, cfg: Tra
     """
     run = set_up(model=model, tokenizer=tokenizer, train_data=train_data, heldout_data=heldout_data, cfg=cfg,
                  alpha=alpha, seed=seed, out_dir=out_dir, resume=resume, resume_from=resume_from, progress=progress,
-                 objectives=objectives, parallel_data=parallel_data, new_parameters=new_parameters, made_of=made_of)
+                 objectives=objectives, parallel_data=parallel_data, made_of=made_of)
     if run.start == 0:
         evaluate(run, 0)
     bar = tqdm(total=cfg.steps, initial=run.start, desc=f"pretrain {run.layout.root.name}", unit="step",
-               disable=not (progress and run.acc.is_main_process), dynamic_ncols=True)
+               disable=not (progress and run.launch.acc.is_main_process), dynamic_ncols=True)
     last, final_losses = {}, None
     with bar:
         for step in range(run.start + 1, cfg.steps + 1):
@@ -380,7 +446,7 @@ def pretrain(*, model, tokenizer, train_data: dict, heldout_data: dict, cfg: Tra
                     final_losses = losses
             if step % cfg.save_every == 0 or step == cfg.steps:
                 save(run, step)
-    if not last and run.start and run.acc.is_main_process:  # resumed at the last step: its logged line is the last
+    if not last and run.start and run.launch.acc.is_main_process:  # resumed at the last step: its logged line is last
         last = last_logged(run.layout.metrics, run.start)
     return finish(run, last, export, final_heldout=final_losses)
 
@@ -389,13 +455,34 @@ def pretrain(*, model, tokenizer, train_data: dict, heldout_data: dict, cfg: Tra
 def set_up(*, model, tokenizer, train_data: dict, heldout_data: dict, cfg: TrainConfig, alpha: float, seed: int,
            out_dir: str | Path, resume: bool, resume_from: str | Path | None, progress: bool,
            objectives: dict[str, Objective] | None, parallel_data: dict | None,
-           new_parameters: set[str] | None, made_of: dict | None = None) -> Training:
-    """The accelerator and precision, the objectives and their batch sources, the held-out rows, the optimizer and
-    schedule (with the new-head warm-up's held body), and the state of a resumed run."""
+           made_of: dict | None = None) -> Training:
+    """The objectives, the accelerator and precision, the objectives' inputs, the new-head warm-up's plan, the
+    state of a resumed run, the optimizer and schedule; in that order (each builder reads what came before)."""
     layout = VariantDir(Path(out_dir))
     context = ObjectiveContext(tokenizer=tokenizer, model_config=model.config, model=model, mask_prob=cfg.mask_prob,
                                seed=seed)
     objectives = objectives if objectives is not None else build_objectives(cfg.objectives, context)
+    launch = launch_for(model, objectives, cfg, layout, resume=resume, resume_from=resume_from)
+    inputs = objective_inputs(objectives, context, cfg, tokenizer=tokenizer, alpha=alpha, seed=seed,
+                              data={"mono": train_data, "parallel": parallel_data or {}}, heldout_data=heldout_data)
+    module = ObjectiveModule(model, objectives)
+    warmup = HeadWarmup.plan(module, cfg, sharded=launch.sharded)
+    settings = trajectory_settings(cfg, seed=seed, alpha=alpha, made_of=made_of)
+    position = resumed_position(launch, model, objectives, inputs, settings, layout,
+                                variant=layout.root.name if made_of else None)
+    optim = optimization(module, cfg, launch, warmup)
+    log = RunLog(layout, main=launch.acc.is_main_process, start=position.step, resume=bool(resume or resume_from))
+    if launch.acc.is_main_process:
+        announce(layout.root.name, cfg, launch, warmup, progress=progress)
+    return Training(cfg=cfg, seed=seed, layout=layout, tokenizer=tokenizer, model=model, objectives=objectives,
+                    launch=launch, inputs=inputs, optim=optim, warmup=warmup, log=log, start=position.step,
+                    tokens=position.tokens, settings=settings)
+
+
+def launch_for(model, objectives: dict[str, Objective], cfg: TrainConfig, layout: VariantDir, *, resume: bool,
+               resume_from: str | Path | None) -> Launch:
+    """The accelerator (checked: `check_launch`), the precision, whether the module is sharded, and the checkpoint
+    `--resume` continues from."""
     # objectives' buffers (queues, EMA copies) are per process: DDP must not overwrite them with rank 0's. An
     # architecture's own modules (VECO's cross-attention) get no gradient from objectives that do not use them (MLM
     # in IS mode, CS weights 0), nor does the MLM head when no objective goes through it (DWA, MoCo or distillation
@@ -419,11 +506,22 @@ def set_up(*, model, tokenizer, train_data: dict, heldout_data: dict, cfg: Train
     if micro % acc.num_processes:
         raise MetaXLMError(f"train.batch_size/grad_accum ({micro}) must be a multiple of the process count "
                            f"({acc.num_processes})")
+    sharded = cfg.sharding == "fsdp" and acc.num_processes > 1
+    if sharded and precision.precision == "fp16":
+        raise MetaXLMError("train.precision fp16 with train.sharding=fsdp: the loss scaling fp16 needs is "
+                           "accelerate's, which a module metaxlm shards itself does not get; use bf16 (or "
+                           "sharding: none)")
+    return Launch(acc=acc, precision=precision, sharded=sharded, checkpoint=path)
 
+
+def objective_inputs(objectives: dict[str, Objective], context: ObjectiveContext, cfg: TrainConfig, *, tokenizer,
+                     alpha: float, seed: int, data: dict[str, dict], heldout_data: dict) -> Inputs:
+    """A batch source per batch kind the objectives read (from `data`: "mono" and "parallel"), who reads whose
+    prepared inputs, and the held-out rows (fixed) with the MLM objective that scores them (the run's own, or a
+    default one)."""
     providers = input_providers(objectives)
     heldout_mlm = next((o for o in objectives.values() if type(o) is MaskedLM), None) or \
         MaskedLM(MaskedLM.Options(), context)
-    data = {"mono": train_data, "parallel": parallel_data or {}}
     sources = {}
     for kind in sorted({o.batch_kind for o in objectives.values()}):
         source_cls = BATCH_SOURCES.get(kind, where="objective batch kind")
@@ -436,69 +534,68 @@ def set_up(*, model, tokenizer, train_data: dict, heldout_data: dict, cfg: Train
     eval_rows = {k: fixed_eval_batches(ds, seq_len=cfg.seq_len, max_sequences=cfg.eval_sequences,
                                        bos_id=tokenizer.cls_token_id, eos_id=tokenizer.sep_token_id)
                  for k, ds in heldout_data.items()}
-    eval_rows = {k: v for k, v in eval_rows.items() if len(v)}
+    names = list(objectives)
+    prepare_order = [n for n in names if providers[n] is None] + [n for n in names if providers[n] is not None]
+    return Inputs(sources=sources, providers=providers, prepare_order=prepare_order, heldout_mlm=heldout_mlm,
+                  eval_rows={k: v for k, v in eval_rows.items() if len(v)})
 
-    module = ObjectiveModule(model, objectives)
-    held, warmup_note, warmup_record = head_warmup_plan(module, new_parameters, cfg)
-    sharded = cfg.sharding == "fsdp" and acc.num_processes > 1
-    if sharded and precision.precision == "fp16":
-        raise MetaXLMError("train.precision fp16 with train.sharding=fsdp: "
-                           "the loss scaling fp16 needs is accelerate's, "
-                           "which a module metaxlm shards itself does not get; use bf16 (or sharding: none)")
-    if held and sharded:
-        raise MetaXLMError("train.head_warmup_steps: the new-head warm-up is not supported with train.sharding=fsdp "
-                           "(it holds the body by dropping its gradients between backward and step, which FSDP "
-                           "reduces and shards in backward): use one process or DDP (sharding: none), or set it to 0")
-    start, tokens = 0, 0
-    settings = trajectory_settings(cfg, seed=seed, alpha=alpha, made_of=made_of)
-    if path is not None:
-        state = load_checkpoint(path, model=model, objectives=objectives)  # whole weights, before any sharding
-        check_resumed_settings(path, state.get("settings"), settings, variant=layout.root.name if made_of else None)
-        for kind, source in sources.items():
-            source.load_state_dict(state["batches"][kind])
-        start, tokens = state["step"], state.get("tokens", 0)
-        if acc.is_main_process:  # a rerun says that it continues, and from where
-            print(f"resuming {layout.root.name} from step {start} (checkpoint {path})", flush=True)
+
+def resumed_position(launch: Launch, model, objectives: dict[str, Objective], inputs: Inputs, settings: dict,
+                     layout: VariantDir, *, variant: str | None) -> Position:
+    """A resumed run's weights, objectives' states and data positions, loaded (whole, before any sharding) from
+    its checkpoint once its settings are checked against the run's; where it stands. A fresh start: step 0."""
+    path = launch.checkpoint
+    if path is None:
+        return Position(step=0, tokens=0)
+    state = load_checkpoint(path, model=model, objectives=objectives)
+    check_resumed_settings(path, state.get("settings"), settings, variant=variant)
+    for kind, source in inputs.sources.items():
+        source.load_state_dict(state["batches"][kind])
+    if launch.acc.is_main_process:  # a rerun says that it continues, and from where
+        print(f"resuming {layout.root.name} from step {state['step']} (checkpoint {path})", flush=True)
+    return Position(step=state["step"], tokens=state.get("tokens", 0))
+
+
+def optimization(module: ObjectiveModule, cfg: TrainConfig, launch: Launch, warmup: HeadWarmup) -> Optimization:
+    """The module on the device (sharded in place, or prepared by accelerate), AdamW with the objectives' lr
+    scales and the warm-up's held body in groups of their own, the linear schedule; a resumed run's states."""
+    acc = launch.acc
     # on the device before the optimizer is built: it holds the parameters there, and a resumed state loads there
-    if sharded:  # in place: the optimizer must hold the sharded parameters
-        shard(module, tuple({type(layer) for layer in arch_of(model).layers(model)}), acc.device)
+    if launch.sharded:  # in place: the optimizer must hold the sharded parameters
+        shard(module, tuple({type(layer) for layer in arch_of(module.model).layers(module.model)}), acc.device)
     else:
         module.to(acc.device)
     optimizer = adamw(module.named_parameters(), lr=cfg.lr, betas=cfg.betas, eps=cfg.eps,
                       weight_decay=cfg.weight_decay,
-                      lr_scales={f"objectives.{n}.": o.options.lr_scale for n, o in objectives.items()}, held=held)
-    scheduler = linear_schedule(optimizer, min(cfg.warmup_steps, cfg.steps), cfg.steps,
-                                held_steps=cfg.head_warmup_steps)
-    if path is not None:
-        load_optimizer_states(path, module=module, optimizer=optimizer, scheduler=scheduler)
-    objective_module = module
-    if not sharded:
-        module, optimizer = acc.prepare(module, optimizer)
-    module.train()
-    # the body's parameters as the optimizer holds them (adamw put them in groups of their own), and the group
-    # whose lr the new modules follow
-    held_params = [p for group in optimizer.param_groups if group.get("held") for p in group["params"]]
-    new_group = next(i for i, group in enumerate(optimizer.param_groups) if not group.get("held"))
-    log = RunLog(layout, main=acc.is_main_process, start=start, resume=bool(resume or resume_from))
-    if acc.is_main_process:  # the one line saying this variant's precision and why (training_accelerator is quiet)
-        print(f"pretrain {layout.root.name}: precision {precision.precision} ({precision.reason})", flush=True)
-    if acc.is_main_process and warmup_note:
-        print(f"pretrain {layout.root.name}: {warmup_note}", flush=True)
-    if acc.is_main_process and progress and cfg.sharding == "fsdp":
-        print(f"pretrain {layout.root.name}: " + (f"sharded across {acc.num_processes} processes (FSDP)" if sharded
-              else "train.sharding=fsdp with one process: nothing to shard, the model trains whole"), flush=True)
-    names = list(objectives)
-    prepare_order = [n for n in names if providers[n] is None] + [n for n in names if providers[n] is not None]
-    return Training(cfg, seed, alpha, layout, tokenizer, model, objective_module, module, sharded, acc, precision,
-                    objectives, prepare_order,
-                    providers, sources, heldout_mlm, eval_rows, optimizer, scheduler, held_params, new_group,
-                    warmup_record, log, start, tokens, settings)
+                      lr_scales={f"objectives.{n}.": o.options.lr_scale for n, o in module.objectives.items()},
+                      held=warmup.held)
+    scheduler = linear_schedule(optimizer, min(cfg.warmup_steps, cfg.steps), cfg.steps, held_steps=warmup.steps)
+    if launch.checkpoint is not None:
+        load_optimizer_states(launch.checkpoint, module=module, optimizer=optimizer, scheduler=scheduler)
+    trained = module
+    if not launch.sharded:
+        trained, optimizer = acc.prepare(module, optimizer)
+    trained.train()
+    return Optimization(objective_module=module, module=trained, optimizer=optimizer, scheduler=scheduler)
+
+
+def announce(variant: str, cfg: TrainConfig, launch: Launch, warmup: HeadWarmup, *, progress: bool) -> None:
+    """The main process's lines about how the variant trains: its precision and why (training_accelerator is
+    quiet), the warm-up's plan, and whether it is sharded."""
+    print(f"pretrain {variant}: precision {launch.precision.precision} ({launch.precision.reason})", flush=True)
+    if warmup.note:
+        print(f"pretrain {variant}: {warmup.note}", flush=True)
+    if progress and cfg.sharding == "fsdp":
+        print(f"pretrain {variant}: " + (f"sharded across {launch.acc.num_processes} processes (FSDP)"
+                                          if launch.sharded else "train.sharding=fsdp with one process: nothing to "
+                                          "shard, the model trains whole"), flush=True)
 
 
 # -- one optimizer step ----------------------------------------------------------------------------------------------
 def train_step(run: Training, step: int) -> dict:
     """Steps 1-5 of the module docstring; returns the step's log record."""
-    cfg, acc, objectives, names = run.cfg, run.acc, run.objectives, run.names
+    cfg, acc, objectives, names = run.cfg, run.launch.acc, run.objectives, run.names
+    module, optimizer, scheduler = run.optim.module, run.optim.optimizer, run.optim.scheduler
     world, rank = acc.num_processes, acc.process_index
     micro = cfg.batch_size // cfg.grad_accum
     t0 = time.perf_counter()
@@ -506,10 +603,10 @@ def train_step(run: Training, step: int) -> dict:
     gen = step_generator(run.seed, step)
 
     # 1. the global batches, prepared identically on every process
-    batches = {kind: source.next_batch(cfg.batch_size) for kind, source in run.sources.items()}
+    batches = {kind: source.next_batch(cfg.batch_size) for kind, source in run.inputs.sources.items()}
     prepared = {}
-    for name in run.prepare_order:
-        objective, provider = objectives[name], run.providers[name]
+    for name in run.inputs.prepare_order:
+        objective, provider = objectives[name], run.inputs.providers[name]
         batch = batches[objective.batch_kind]
         prepared[name] = objective.prepare(batch, gen) if provider is None else \
             objective.prepare_shared(batch, gen, prepared[provider])
@@ -517,7 +614,7 @@ def train_step(run: Training, step: int) -> dict:
     # 2. this process's rows of each micro-batch, moved to the device (the one move of the step: everything the
     # objectives make from them is made there), labelled; global target counts
     micro_parts = []
-    with torch.no_grad(), acc.autocast(), gathered(run.module):
+    with torch.no_grad(), acc.autocast(), gathered(module):
         for m in range(cfg.grad_accum):
             rows = torch.arange(m * micro + rank, (m + 1) * micro, world)
             micro_parts.append({n: objectives[n].label(run.model, to_device(prepared[n].rows(rows), acc.device))
@@ -531,8 +628,8 @@ def train_step(run: Training, step: int) -> dict:
     loss_sums = torch.zeros(len(names), dtype=torch.float64)
     for m, parts in enumerate(micro_parts):
         sync = m == cfg.grad_accum - 1
-        with nullcontext() if sync else acc.no_sync(run.module), acc.autocast(), training_fast_path(acc.device):
-            losses = run.module({n: parts[n].tensors for n in names})
+        with nullcontext() if sync else acc.no_sync(module), acc.autocast(), training_fast_path(acc.device):
+            losses = module({n: parts[n].tensors for n in names})
             loss = None
             for i, n in enumerate(names):
                 term = objectives[n].weight * losses[n] * world / float(counts[i])
@@ -547,35 +644,31 @@ def train_step(run: Training, step: int) -> dict:
     # 4. a non-finite loss stops before the update
     if not math.isfinite(loss_total):
         good = latest_checkpoint(run.layout.ckpt)
-        raise NonFiniteLoss(f"loss is {loss_total} at step {step} (lr {run.scheduler.get_last_lr()[0]:.3g}); the step "
+        raise NonFiniteLoss(f"loss is {loss_total} at step {step} (lr {scheduler.get_last_lr()[0]:.3g}); the step "
                             f"was not applied. Last good checkpoint: {good or 'none yet'}. Lower train.lr or "
                             f"check the data, then rerun with --resume.")
 
     # 5. update, then the objectives' after-step hooks (EMA, queues). In the new-head warm-up the body's
-    # gradients are dropped: AdamW skips a parameter without one (no update, no decay, no moment), so the body
-    # stays bit-identical and starts a fresh Adam state when it joins; the clipping norm is the new modules'
-    warming = bool(run.held_params) and step <= cfg.head_warmup_steps
-    if warming:
-        for p in run.held_params:
-            p.grad = None
-    grad_norm = acc.clip_grad_norm_(run.module.parameters(), cfg.clip)
-    run.optimizer.step()
-    run.scheduler.step()
-    run.optimizer.zero_grad(set_to_none=True)
+    # gradients are dropped, so it stays as it is; the clipping norm is the new modules'
+    if run.warmup.warming(step):
+        run.warmup.drop_held_gradients(optimizer)
+    grad_norm = acc.clip_grad_norm_(module.parameters(), cfg.clip)
+    optimizer.step()
+    scheduler.step()
+    optimizer.zero_grad(set_to_none=True)
     for objective in objectives.values():
         objective.after_step(run.model)
 
     step_tokens = sum(b.num_tokens for b in batches.values())
     run.tokens += step_tokens
     secs = time.perf_counter() - t0
-    record = {"step": step, "loss": loss_total, "lr": run.scheduler.get_last_lr()[0], "grad_norm": float(grad_norm),
+    record = {"step": step, "loss": loss_total, "lr": scheduler.get_last_lr()[0], "grad_norm": float(grad_norm),
               "tokens_per_s": step_tokens / secs, "tokens": run.tokens}
-    if run.held_params:  # `lr` is the body's; the new modules follow their own schedule
-        record.update({"lr/new": run.scheduler.get_last_lr()[run.new_group], **({"head_warmup": 1} if warming else {})})
+    record.update(run.warmup.log_fields(step, optimizer, scheduler))
     if len(names) > 1:
         record.update({f"loss/{n}": v for n, v in per_objective.items()})
     # what the batch sources had to cut or skip (truncated pairs, empty sides), cumulative
-    record.update({f"data/{kind}/{k}": v for kind, source in run.sources.items() for k, v in source.stats.items()
+    record.update({f"data/{kind}/{k}": v for kind, source in run.inputs.sources.items() for k, v in source.stats.items()
                    if k != "rows"})
     return record
 
@@ -584,13 +677,14 @@ def train_step(run: Training, step: int) -> dict:
 def evaluate(run: Training, step: int) -> dict[str, float]:
     """The held-out MLM loss per language (fixed rows and masks) and each objective's own evaluation, logged."""
     record = {"step": step}
-    with gathered(run.module):
-        if run.eval_rows:
+    with gathered(run.optim.module):
+        if run.inputs.eval_rows:
             losses = heldout(run)
             record.update({f"{HELDOUT_LOSS}{k}": v for k, v in losses.items()},
                           **{f"{HELDOUT_LOSS}mean": sum(losses.values()) / len(losses)})
         for name, objective in run.objectives.items():
-            record.update({f"eval/{name}/{k}": v for k, v in objective.evaluate(run.model, run.acc.autocast).items()})
+            scores = objective.evaluate(run.model, run.launch.acc.autocast)
+            record.update({f"eval/{name}/{k}": v for k, v in scores.items()})
     if len(record) > 1:
         run.log(record)
     return heldout_losses(record)
@@ -598,22 +692,24 @@ def evaluate(run: Training, step: int) -> dict[str, float]:
 
 def heldout(run: Training) -> dict[str, float]:
     """The held-out MLM loss per language: fixed rows, fixed masks (the same at every evaluation)."""
-    return heldout_mlm_loss(run.model, run.eval_rows, run.heldout_mlm, seed=run.seed + 12345, autocast=run.acc.autocast)
+    return heldout_mlm_loss(run.model, run.inputs.eval_rows, run.inputs.heldout_mlm, seed=run.seed + 12345,
+                            autocast=run.launch.acc.autocast)
 
 
 def save(run: Training, step: int) -> None:
     """A checkpoint of everything `--resume` needs: weights, optimizer, schedule, objectives' state, data positions."""
+    launch = run.launch
     weights, objectives_state = whole_state(run)
-    optimizer = optimizer_state(run.objective_module, run.optimizer) if run.sharded or run.acc.is_main_process \
-        else {}
-    if run.acc.is_main_process:
+    optimizer = optimizer_state(run.optim.objective_module, run.optim.optimizer) \
+        if launch.sharded or launch.acc.is_main_process else {}
+    if launch.acc.is_main_process:
         save_checkpoint(run.layout.ckpt, step, model=run.model, weights=weights, optimizer_state=optimizer,
-                        scheduler=run.scheduler, objectives_state=objectives_state,
-                        state={"batches": {k: s.state_dict() for k, s in run.sources.items()}, "tokens": run.tokens,
-                               "settings": run.settings,
-                               "precision": run.precision.precision},
+                        scheduler=run.optim.scheduler, objectives_state=objectives_state,
+                        state={"batches": {k: s.state_dict() for k, s in run.inputs.sources.items()},
+                               "tokens": run.tokens, "settings": run.settings,
+                               "precision": launch.precision.precision},
                         keep=run.cfg.keep_checkpoints)
-    run.acc.wait_for_everyone()
+    launch.acc.wait_for_everyone()
 
 
 def finish(run: Training, last: dict, export: Callable[..., None] | None, *,
@@ -623,10 +719,10 @@ def finish(run: Training, last: dict, export: Callable[..., None] | None, *,
     losses = final_heldout or {}
     weights, heads = whole_state(run)
     # the main process alone, or every process when sharded (the layers gather collectively)
-    if final_heldout is None and run.eval_rows and (run.sharded or run.acc.is_main_process):
-        with gathered(run.module):
+    if final_heldout is None and run.inputs.eval_rows and (run.launch.sharded or run.launch.acc.is_main_process):
+        with gathered(run.optim.module):
             losses = heldout(run)
-    if run.acc.is_main_process:
+    if run.launch.acc.is_main_process:
         with atomic_dir(run.layout.final) as tmp:
             (export or arch_of(run.model).export)(run.model, run.tokenizer, tmp, state_dict=weights)
             # the objectives' own trained modules (a pointer head, a projection head) beside the HF model, so a
@@ -637,12 +733,12 @@ def finish(run: Training, last: dict, export: Callable[..., None] | None, *,
 
                 save_file(heads, str(Path(tmp) / "objectives.safetensors"))
         atomic_write_json(run.layout.summary, {"steps": run.cfg.steps, "last": last, "heldout_loss": losses,
-                                               "processes": run.acc.num_processes,
-                                               "sharding": "fsdp" if run.sharded else "none",
-                                               "precision": run.precision.record(),
-                                               **({"head_warmup": run.warmup_record} if run.warmup_record else {}),
+                                               "processes": run.launch.acc.num_processes,
+                                               "sharding": "fsdp" if run.launch.sharded else "none",
+                                               "precision": run.launch.precision.record(),
+                                               **({"head_warmup": run.warmup.record} if run.warmup.record else {}),
                                                # what the run was computed from: a rerun reuses it only unchanged
                                                "settings": run.settings})
         run.log.close()
-    run.acc.wait_for_everyone()
+    run.launch.acc.wait_for_everyone()
     return PretrainResult(run.layout.root, run.layout.final, run.cfg.steps, losses)

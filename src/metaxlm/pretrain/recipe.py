@@ -21,6 +21,7 @@ from metaxlm.errors import ConfigError, MetaXLMError
 from metaxlm.models import arch_of, build_mlm, get_arch
 from metaxlm.models.encoder_card import CARD_FILES
 from metaxlm.models.named import model_dir
+from metaxlm.models.new_parameters import mark_new
 from metaxlm.pretrain.batches import load_prepared
 from metaxlm.pretrain.engine import PretrainResult, pretrain
 from metaxlm.pretrain.objectives import ObjectiveContext, build_objectives, parse_objectives
@@ -242,14 +243,12 @@ def _imported_start(cfg: RunConfig, variant: str) -> Path:
     return RunDir.of(cfg).variant(variant).root / "start"
 
 
-def load_start_model(cfg: RunConfig, variant: str, tokenizer, *, progress: bool = True,
-                     output_new_parameters: bool = False):
+def load_start_model(cfg: RunConfig, variant: str, tokenizer, *, progress: bool = True):
     """The model a `start_from` variant continues: an MLM checkpoint as it is, an encoder without an MLM head
     with a fresh head tied to its embeddings. Its vocabulary must be the run's (the data is tokenized with it), or
     the run's vocabulary a trim of it (`vocab.trim`: its trim_map.json names the rows kept, which are selected;
-    `full_vocabulary` says how the export puts them back).
-
-    `output_new_parameters`: return (model, the names of the parameters the start lacked: `new_in_start`)."""
+    `full_vocabulary` says how the export puts them back). The parameters the start lacked (`new_in_start`) are
+    marked new on the model (`metaxlm.models.new_parameters`)."""
     from transformers import AutoModelForMaskedLM
 
     from metaxlm.models.english import import_english_encoder
@@ -279,9 +278,8 @@ def load_start_model(cfg: RunConfig, variant: str, tokenizer, *, progress: bool 
     if keep is not None:  # the rows of the pieces the trimmed vocabulary kept, in its order
         arch_of(model).select_vocabulary(model, keep)
     adopted = arch.adopt(model, model_cfg, seed=cfg.seed_for(variant))
-    if not output_new_parameters:
-        return adopted
-    return adopted, new_in_start(path, loading["missing_keys"], model, adopted, arch)
+    mark_new(adopted, new_in_start(path, loading["missing_keys"], model, adopted, arch))
+    return adopted
 
 
 def new_in_start(path: Path, missing: set[str], loaded, adopted, arch) -> set[str]:
@@ -414,10 +412,8 @@ def _run_pretrain(cfg: RunConfig, variant: str, *, resume: bool, resume_from: st
         raise MetaXLMError(f"no prepared data in {run.prepared}: run the vocab and prepare stages first")
     tokenizer = load_tokenizer(run.vocab)
     train_data = load_prepared(run.prepared, "mono")
-    new_parameters = None  # from scratch or initialized: not a continuation (every module is new)
-    if cfg.variants[variant].start_from:
-        model, new_parameters = load_start_model(cfg, variant, tokenizer, progress=progress,
-                                                 output_new_parameters=True)
+    if cfg.variants[variant].start_from:  # marked with what the start lacked (a model from scratch is unmarked)
+        model = load_start_model(cfg, variant, tokenizer, progress=progress)
     else:
         model = build_mlm(cfg.model_for(variant), tokenizer, seed=cfg.seed_for(variant))
         # on --resume the checkpoint overwrites these weights; initialization still sets up freezing
@@ -439,5 +435,5 @@ def _run_pretrain(cfg: RunConfig, variant: str, *, resume: bool, resume_from: st
                     run.prepared, "heldout"), cfg=train, alpha=cfg.data.alpha, seed=cfg.seed_for(variant),
                     out_dir=run.variant(variant).root, resume=resume, resume_from=resume_from, progress=progress,
                     objectives=objectives, parallel_data=load_prepared(run.prepared, "parallel"),
-                    new_parameters=new_parameters, export=full.export if full else None,
+                    export=full.export if full else None,
                     made_of=variant_settings(cfg, variant, progress=progress))  # the start model is there by now

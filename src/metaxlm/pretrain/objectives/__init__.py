@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from metaxlm.config import objective_options
 from metaxlm.errors import ConfigError
+from metaxlm.models.new_parameters import mark_new
 from metaxlm.pretrain.objectives.base import (
     Objective,
     ObjectiveContext,
@@ -33,7 +34,9 @@ def parse_objectives(spec: dict, where: str = "train.objectives") -> dict[str, O
 
 def build_objectives(spec: dict, context: ObjectiveContext, where: str = "train.objectives") -> dict[str, Objective]:
     """Each objective is built under its own seed (from the run's seed and its name), so the initial weights of its
-    heads and buffers are a function of the config, and the caller's RNG stream is left untouched."""
+    heads and buffers are a function of the config, and the caller's RNG stream is left untouched. Its trainable
+    parameters are marked new (`metaxlm.models.new_parameters`) but for those an option loaded from a given state
+    (`loaded_parameters`)."""
 
     import torch
 
@@ -41,7 +44,10 @@ def build_objectives(spec: dict, context: ObjectiveContext, where: str = "train.
     for name, options in parse_objectives(spec, where).items():
         with torch.random.fork_rng(devices=[]):
             torch.manual_seed(derive_seed(context.seed, name))
-            objectives[name] = OBJECTIVES.get(name)(options, context)
+            objective = OBJECTIVES.get(name)(options, context)
+        mark_new(objective, {n for n, p in objective.named_parameters()
+                             if p.requires_grad and n not in objective.loaded_parameters})
+        objectives[name] = objective
     return objectives
 
 

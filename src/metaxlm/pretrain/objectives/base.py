@@ -19,8 +19,9 @@ An objective is a torch Module: trainable submodules (a pointer head, a projecti
 synchronized by DDP with the model; frozen submodules (a teacher, an EMA copy) and buffers (a queue) live here too.
 Everything in its `state_dict()` is checkpointed (safetensors) and restored on --resume, except the submodules named
 in `constant_modules`, which are rebuilt from the config (a frozen teacher loaded from disk). Its trainable modules
-are new to the start model (`new_parameters`: warmed up first with `train.head_warmup_steps`) unless an option
-loaded them from a given state: such an objective lists them in `loaded_parameters`.
+are new to the start model (`build_objectives` marks them: `metaxlm.models.new_parameters`, warmed up first with
+`train.head_warmup_steps`) unless an option loaded them from a given state: such an objective lists them in
+`loaded_parameters`.
 """
 
 from __future__ import annotations
@@ -138,12 +139,6 @@ class Objective(torch.nn.Module):
 
     def evaluate(self, model, autocast) -> dict[str, float]:
         return {}
-
-    def new_parameters(self) -> set[str]:
-        """The objective's trainable parameters (names as in `named_parameters()`) that start from freshly drawn
-        weights: all but those loaded from a given state (`loaded_parameters`). A new-head warm-up
-        (`train.head_warmup_steps`) trains these, and the other modules the start model lacked, alone at first."""
-        return {n for n, p in self.named_parameters() if p.requires_grad and n not in self.loaded_parameters}
 
     def checkpoint_state(self) -> dict[str, torch.Tensor]:
         skip = tuple(f"{m}." for m in self.constant_modules)
