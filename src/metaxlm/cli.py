@@ -13,6 +13,7 @@ from metaxlm.errors import ConfigError, MetaXLMError, SkipReport
 from metaxlm.run.processes import (
     RunStopped,
     Terminated,
+    exit_stopped,
     is_main,
     label,
     quiet_other_ranks,
@@ -499,11 +500,10 @@ def main(argv: list[str] | None = None) -> int:
         with sigterm_raises():
             _one_voice(args)
             args.func(args)
+    except RunStopped as err:  # the process group is broken: print the line and exit now
+        exit_stopped(str(err))
     except MetaXLMError as err:
         print(f"metaxlm: error: {label(str(err))}", file=sys.stderr, flush=True)
-        if isinstance(err, RunStopped):  # the process group is broken: no slow or hanging teardown
-            sys.stdout.flush()
-            os._exit(2)
         return 2
     except BrokenPipeError:  # `metaxlm configs list | head`: the reader has gone, so nothing is left to say
         os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())  # nor at exit, when Python flushes stdout

@@ -200,12 +200,14 @@ def stop_on_peer_failure(ckpt_dir: str | Path | None):
     try:
         yield
     except Terminated:
+        _hold_sigterm()
         cause = ("the launcher stopped it (SIGTERM: torchrun sends it when another process of the run dies or the job "
                  "is cancelled)")
     except Exception as err:
         cause = collective_failure(err)
         if cause is None:
             raise
+        _hold_sigterm()
     else:
         cause = None
     finally:
@@ -213,9 +215,27 @@ def stop_on_peer_failure(ckpt_dir: str | Path | None):
         if previous is not None:
             signal.signal(signal.SIGTERM, previous)
     if cause is not None:
-        if previous is not None:  # stopping anyway: the launcher's SIGTERM must not turn exit code 2 into a signal
-            signal.signal(signal.SIGTERM, _exit_stopped)
         raise RunStopped(stopped_message(cause, ckpt_dir)) from None
+
+
+def _hold_sigterm() -> None:
+    """The run is stopping: from here until the process exits (`exit_stopped`), SIGTERM waits. torchrun sends it to
+    the survivors when a process dies, often just as this one found out by itself; arriving between here and the
+    printed message it would end the process silently or turn exit code 2 into a signal."""
+    signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGTERM})
+
+
+def exit_stopped(message: str) -> None:
+    """Print a stopped run's one line and end the process at once with exit code 2: the process group is broken, so
+    no slow or hanging teardown. SIGTERM is held first, so the launcher's cannot cut the line."""
+    _hold_sigterm()
+    print(f"metaxlm: error: {label(message)}", file=sys.stderr, flush=True)
+    for stream in (sys.stdout, sys.stderr):
+        try:
+            stream.flush()
+        except (OSError, ValueError):
+            pass
+    os._exit(2)
 
 
 _together = 0  # depth of stop_on_peer_failure sections: code every process runs (multi-process pretraining)
@@ -253,15 +273,6 @@ def sigterm_raises():
     finally:
         if previous is not None and signal.getsignal(signal.SIGTERM) is _raise_terminated:
             signal.signal(signal.SIGTERM, previous)
-
-
-def _exit_stopped(signum, frame) -> None:
-    for stream in (sys.stdout, sys.stderr):
-        try:
-            stream.flush()
-        except (OSError, ValueError):
-            pass
-    os._exit(2)
 
 
 def init_process_group() -> None:
