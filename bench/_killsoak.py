@@ -509,7 +509,7 @@ def same_state(a, b) -> bool:
     return type(a) is type(b) and a == b
 
 
-def compare_pretraining(reference: Path, run: Path) -> dict:
+def compare_pretraining(reference: Path, run_dir: Path) -> dict:
     """Each property: True when `run` equals the uninterrupted `reference`, else what differs."""
     import torch
     from safetensors.torch import load_file
@@ -518,13 +518,13 @@ def compare_pretraining(reference: Path, run: Path) -> dict:
 
     out: dict = {}
     ref_ckpts = sorted(p.name for p in (reference / "ckpt").glob("step_*"))
-    run_ckpts = sorted(p.name for p in (run / "ckpt").glob("step_*"))
+    run_ckpts = sorted(p.name for p in (run_dir / "ckpt").glob("step_*"))
     out["checkpoints"] = ref_ckpts == run_ckpts or f"reference keeps {ref_ckpts}, the soaked run {run_ckpts}"
     common = [c for c in ref_ckpts if c in run_ckpts]
 
     def each(label: str, rel_paths: list[str], load) -> None:
-        bad = [rel for rel in rel_paths if not (run / rel).exists() or not (reference / rel).exists()
-               or not load(reference / rel, run / rel)]
+        bad = [rel for rel in rel_paths if not (run_dir / rel).exists() or not (reference / rel).exists()
+               or not load(reference / rel, run_dir / rel)]
         out[label] = True if rel_paths and not bad else (f"differs: {', '.join(bad)}" if bad else "nothing to compare")
 
     def tensors(a: Path, b: Path) -> bool:
@@ -544,25 +544,25 @@ def compare_pretraining(reference: Path, run: Path) -> dict:
     def lines(d: Path) -> list[dict]:
         return [without_timing(json.loads(ln)) for ln in jsonl_lines(d / "metrics.jsonl")]
 
-    ra, rb = lines(reference), lines(run)
+    ra, rb = lines(reference), lines(run_dir)
     if ra == rb:
         out["metrics_lines"] = True
     else:
         first = next((i for i, (x, y) in enumerate(zip(ra, rb, strict=False)) if x != y), min(len(ra), len(rb)))
         out["metrics_lines"] = f"{len(ra)} vs {len(rb)} lines; first difference at line {first + 1}"
     sa, sb = (without_timing(json.loads((d / "summary.json").read_text())) if (d / "summary.json").exists() else None
-              for d in (reference, run))
+              for d in (reference, run_dir))
     out["summary"] = True if sa is not None and sa == sb else f"reference {sa!r} vs soaked {sb!r}"[:400]
     out["summary_last_is_a_step"] = bool(sb and sb.get("last", {}).get("step")) or "summary.json has an empty `last`"
     out["identical"] = all(v is True for v in out.values())
     return out
 
 
-def compare_results(reference: Path, run: Path) -> dict:
+def compare_results(reference: Path, run_dir: Path) -> dict:
     """results.json of the soaked evaluation against the uninterrupted one (timing fields aside)."""
-    a, b = (json.loads(p.read_text()) if p.exists() else None for p in (reference, run))
+    a, b = (json.loads(p.read_text()) if p.exists() else None for p in (reference, run_dir))
     if b is None:
-        return {"results_json": f"{run} missing", "identical": False}
+        return {"results_json": f"{run_dir} missing", "identical": False}
     same = without_timing(a) == without_timing(b)
     return {"results_json": True if same else "differs", "identical": same}
 

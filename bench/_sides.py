@@ -68,7 +68,7 @@ def time_variant(config: Path, variant: str, overrides: list[str], *, warmup: in
     import torch
 
     from metaxlm.config import load_config
-    from metaxlm.pretrain.recipe import run_pretrain
+    from metaxlm.pretrain.variant import run_pretrain
     from metaxlm.run.layout import RunDir
 
     torch.set_num_threads(threads)

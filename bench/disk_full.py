@@ -182,7 +182,7 @@ def checkpoint_state(ckpt_root: Path) -> dict:
     return state
 
 
-def same_run(reference: Path, run: Path, steps: int) -> bool | str:
+def same_run(reference: Path, run_dir: Path, steps: int) -> bool | str:
     """True when `run` equals the uninterrupted `reference`: the same log lines (but the timings) and bit-identical
     weights in the last checkpoint and the final model; else what differs."""
     import torch
@@ -192,10 +192,10 @@ def same_run(reference: Path, run: Path, steps: int) -> bool | str:
         return [{k: v for k, v in json.loads(ln).items() if k != "tokens_per_s"}
                 for ln in (d / "metrics.jsonl").read_text().splitlines()]
 
-    if lines(reference) != lines(run):
+    if lines(reference) != lines(run_dir):
         return "metrics.jsonl differs"
     for rel in (f"ckpt/step_{steps:08d}/model.safetensors", "final/model.safetensors"):
-        a, b = load_file(str(reference / rel)), load_file(str(run / rel))
+        a, b = load_file(str(reference / rel)), load_file(str(run_dir / rel))
         if a.keys() != b.keys() or not all(torch.equal(a[k], b[k]) for k in a):
             return f"{rel} differs"
     return True

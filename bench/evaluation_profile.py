@@ -121,7 +121,7 @@ def main() -> int:
     from metaxlm.config import load_config
     from metaxlm.io import json_safe
     from metaxlm.pipeline import stage_vocab
-    from metaxlm.pretrain.recipe import save_start_model
+    from metaxlm.pretrain.variant import save_start_model
     from metaxlm.run.layout import RunDir
 
     cfg = load_config(args.config, args.overrides)

@@ -295,11 +295,11 @@ def train_demo_vocab(langs, out: Path, size: int) -> None:
     train_vocab(specs, VocabConfig(size=size, sample_sentences=50_000), out, alpha=0.7, progress=False)
 
 
-def write_config(path: Path, run: Path, corpus: Path, langs, *, steps: int, num_proc: int) -> None:
+def write_config(path: Path, run_dir: Path, corpus: Path, langs, *, steps: int, num_proc: int) -> None:
     import yaml
 
     path.write_text(yaml.safe_dump({
-        "output_dir": str(run),
+        "output_dir": str(run_dir),
         "data": {"languages": list(langs), "mono": str(corpus / "{lang}.txt"), "alpha": 0.7},
         "prepare": {"num_proc": num_proc, "heldout_texts": 50},
         "model": TINY,

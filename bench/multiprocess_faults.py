@@ -38,9 +38,9 @@ STEPS, SAVE_EVERY, FAULT_AT, TIMEOUT = 200, 20, 40, 20
 ENV = {**os.environ, "OMP_NUM_THREADS": "1", "MKL_NUM_THREADS": "1", "TOKENIZERS_PARALLELISM": "false"}
 
 
-def torchrun(config: Path, run: Path, *args: str) -> list[str]:
+def torchrun(config: Path, run_dir: Path, *args: str) -> list[str]:
     return [str(Path(sys.executable).parent / "torchrun"), "--standalone", "--nproc_per_node=2", "-m", "metaxlm.cli",
-            "pretrain", str(config), f"output_dir={run}", "--no-progress", f"train.steps={STEPS}",
+            "pretrain", str(config), f"output_dir={run_dir}", "--no-progress", f"train.steps={STEPS}",
             f"train.save_every={SAVE_EVERY}", "train.eval_every=50", "train.keep_checkpoints=50", *args]
 
 
@@ -63,13 +63,13 @@ def latest_step(ckpt: Path) -> int:
     return int(pointer.read_text().strip().split("_")[1]) if pointer.exists() else 0
 
 
-def fault(config: Path, run: Path, sig: signal.Signals, env: dict, victim: int = 1) -> dict:
+def fault(config: Path, run_dir: Path, sig: signal.Signals, env: dict, victim: int = 1) -> dict:
     """Start the run, send `sig` to rank `victim` after the checkpoint of step FAULT_AT, and time what the other
     process (the survivor) and torchrun do."""
     import psutil
 
-    ckpt = run / "pretrain" / "xlm" / "ckpt"
-    launcher = subprocess.Popen(torchrun(config, run), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+    ckpt = run_dir / "pretrain" / "xlm" / "ckpt"
+    launcher = subprocess.Popen(torchrun(config, run_dir), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
                                 env=env)
     lines: list[tuple[float, str]] = []
     reader = threading.Thread(target=lambda: lines.extend((time.perf_counter(), ln.rstrip("\n"))

@@ -177,7 +177,7 @@ def run_metaxlm(args) -> dict:
     MaskedLM.prepare = recording_prepare
     with tempfile.TemporaryDirectory() as out:
         # no held-out data for the engine: the held-out evaluation below is the same fp32 one for both sides
-        pretrain(model=model, tokenizer=tok, train_data=train, heldout_data={}, cfg=tcfg, alpha=ALPHA, seed=SEED,
+        pretrain(model=model, tokenizer=tok, train_data=train, heldout_data={}, train_cfg=tcfg, alpha=ALPHA, seed=SEED,
                  out_dir=out, progress=False)
         rows = [json.loads(ln) for ln in (Path(out) / "metrics.jsonl").read_text().splitlines()]
     MaskedLM.prepare = real_prepare

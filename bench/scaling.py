@@ -66,7 +66,7 @@ def worker(args) -> None:
                       eval_every=10**9, save_every=10**9)
     out = Path(args.out_dir)
     pretrain(model=model, tokenizer=tok, train_data=load_prepared(data / "prepared", "mono"), heldout_data={},
-             cfg=cfg, alpha=ALPHA, seed=SEED, out_dir=out, progress=False)
+             train_cfg=cfg, alpha=ALPHA, seed=SEED, out_dir=out, progress=False)
     if int(os.environ.get("RANK", "0")) == 0:
         rows = [json.loads(ln) for ln in (out / "metrics.jsonl").read_text().splitlines()]
         rates = [r["tokens_per_s"] for r in rows if "loss" in r][args.warmup:]

@@ -93,11 +93,11 @@ def evaluation_config(model: Path, out: Path, *, steps: int, tasks: tuple[str, .
 
 def expected_parts(cfg: dict) -> dict[str, dict]:
     """The parts the evaluation stores, with the fine-tuning steps each takes."""
-    ecfg = cfg["evaluate"]
-    parts = {f"task-{name}": {"finetune": t["hyperparameters"]["max_steps"] * len(ecfg["seeds"])}
-             for name, t in ecfg["tasks"].items()}
-    parts.update({f"retrieval-{name}": {"finetune": 0} for name in ecfg.get("retrieval", {})})
-    parts.update({f"alignment-{name}": {"finetune": 0} for name in ecfg.get("alignment", {})})
+    eval_cfg = cfg["evaluate"]
+    parts = {f"task-{name}": {"finetune": t["hyperparameters"]["max_steps"] * len(eval_cfg["seeds"])}
+             for name, t in eval_cfg["tasks"].items()}
+    parts.update({f"retrieval-{name}": {"finetune": 0} for name in eval_cfg.get("retrieval", {})})
+    parts.update({f"alignment-{name}": {"finetune": 0} for name in eval_cfg.get("alignment", {})})
     return parts
 
 

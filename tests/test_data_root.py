@@ -16,7 +16,7 @@ from metaxlm.data.benchmarks import load_examples
 from metaxlm.errors import DataError
 from metaxlm.evaluation.recipe import retrieval_pairs
 from metaxlm.finetune.spec import load_task_spec
-from metaxlm.pretrain.recipe import _dictionaries
+from metaxlm.pretrain.variant import _dictionaries
 from metaxlm.roots import DATA_ENV
 
 SHIPPED = REPO / "src" / "metaxlm" / "configs"

@@ -197,7 +197,7 @@ def test_a_pretraining_resumed_on_the_device_equals_the_uninterrupted_run(bench,
         model = build_mlm(settings.model_config(), workbench.tokenizer(), seed=0)
         with simulated_device():
             pretrain(model=model, tokenizer=workbench.tokenizer(), train_data=datasets["mono"],
-                     heldout_data=datasets["heldout"], parallel_data=datasets["parallel"], cfg=cfg, alpha=0.7,
+                     heldout_data=datasets["heldout"], parallel_data=datasets["parallel"], train_cfg=cfg, alpha=0.7,
                      seed=0, out_dir=out, progress=False, **resume)
         return load_file(str(out / "final" / "model.safetensors"))
 

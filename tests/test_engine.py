@@ -19,7 +19,7 @@ from safetensors.torch import load_file
 
 from metaxlm.config import load_config
 from metaxlm.errors import ConfigError, MetaXLMError
-from metaxlm.pretrain.recipe import check_pretraining_config, run_pretrain
+from metaxlm.pretrain.variant import check_pretraining_config, run_pretrain
 
 TESTS = Path(__file__).resolve().parent
 TOY = str(TESTS / "stateful_objective.py")
@@ -219,7 +219,7 @@ def test_start_from_a_model_whose_vocabulary_the_run_trimmed(run_template, token
     keep = list(range(len(tok)))[::-1]  # any order: new id k is old id keep[k]
     (tmp_path / "run" / "vocab" / "trim_map.json").write_text(json.dumps(
         {"old_vocab_size": len(tok) + 4, "new_vocab_size": len(tok), "new_to_old": keep}))
-    from metaxlm.pretrain.recipe import load_start_model
+    from metaxlm.pretrain.variant import load_start_model
 
     model = load_start_model(cfg, "x", tok, progress=False)
     assert model.config.vocab_size == len(tok)

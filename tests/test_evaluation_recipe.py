@@ -16,7 +16,7 @@ from metaxlm.evaluation import recipe
 from metaxlm.evaluation.recipe import planned_evaluation
 from metaxlm.metrics import lowest_aer_layer
 from metaxlm.pipeline import run
-from metaxlm.pretrain.recipe import export_for_evaluation
+from metaxlm.pretrain.variant import export_for_evaluation
 from metaxlm.vocab import load_tokenizer
 
 WORDS = "the house is small and the cat sleeps on the red chair near an open window".split()

@@ -136,7 +136,7 @@ def test_an_override_error_names_the_override_not_the_file(user_dir, capsys):
     ("vocab: {size: 100, zzz: 3}\n", [], "invalid config my.yaml: vocab.zzz: unknown key"),  # nothing close: no guess
 ])
 def test_an_unknown_key_gets_the_closest_valid_key(user_dir, text, overrides, message):
-    from metaxlm.pretrain.recipe import check_pretraining_config
+    from metaxlm.pretrain.variant import check_pretraining_config
 
     base = (user_dir / "my.yaml").read_text()
     (user_dir / "my.yaml").write_text(base.replace("vocab:\n  size: 100\n", "") + text if text.startswith("vocab:")

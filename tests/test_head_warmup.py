@@ -21,7 +21,7 @@ from metaxlm.config import ModelConfig, TrainConfig, load_config
 from metaxlm.models.new_parameters import mark_new, new_parameter_names
 from metaxlm.pretrain.engine import HeadWarmup, ObjectiveModule
 from metaxlm.pretrain.objectives import ObjectiveContext, build_objectives
-from metaxlm.pretrain.recipe import load_start_model, run_pretrain
+from metaxlm.pretrain.variant import load_start_model, run_pretrain
 from metaxlm.vocab import load_tokenizer
 
 pytestmark = pytest.mark.usefixtures("one_thread")  # tests/conftest.py

@@ -20,7 +20,7 @@ from metaxlm.models import build_mlm
 from metaxlm.pretrain.batches import Batch, PairSidesSource, PairSource, load_prepared, swap_pair_order
 from metaxlm.pretrain.objectives import ObjectiveContext, build_objectives
 from metaxlm.pretrain.objectives.moco import info_nce_sum
-from metaxlm.pretrain.recipe import run_pretrain
+from metaxlm.pretrain.variant import run_pretrain
 from metaxlm.vocab import load_tokenizer
 
 

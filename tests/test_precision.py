@@ -407,9 +407,9 @@ def test_feature_probes_run_in_the_resolved_precision(monkeypatch, tiny_tokenize
 def test_evaluate_precision_is_the_default_of_every_task(tmp_path):
     from metaxlm.evaluation.recipe import task_specs
 
-    ecfg = EvalConfig(precision="bf16", tasks={"a": {"task": "demo_module"},
+    eval_cfg = EvalConfig(precision="bf16", tasks={"a": {"task": "demo_module"},
                                                "b": {"task": "demo_module", "hyperparameters": {"precision": "fp32"}}})
-    specs = task_specs(ecfg)
+    specs = task_specs(eval_cfg)
     assert specs["a"].hyperparameters.precision == "bf16"  # from evaluate.precision
     assert specs["b"].hyperparameters.precision == "fp32"  # the task's own wins
     assert task_specs(EvalConfig(tasks={"a": {"task": "demo_module"}}))["a"].hyperparameters.precision == "auto"

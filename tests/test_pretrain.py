@@ -14,7 +14,7 @@ from transformers import AutoModelForMaskedLM
 from metaxlm.config import load_config
 from metaxlm.models import build_mlm
 from metaxlm.pretrain.objectives.mlm import mask_tokens, masked_lm_loss_sum
-from metaxlm.pretrain.recipe import run_pretrain
+from metaxlm.pretrain.variant import run_pretrain
 from metaxlm.vocab import load_tokenizer
 
 

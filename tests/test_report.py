@@ -67,8 +67,8 @@ def _results(variant: str, step: int, final: bool) -> dict:
     return data
 
 
-def _write(run: Path, data: dict) -> Path:
-    path = run / "eval" / data["model_name"] / "results.json"
+def _write(run_dir: Path, data: dict) -> Path:
+    path = run_dir / "eval" / data["model_name"] / "results.json"
     path.parent.mkdir(parents=True, exist_ok=True)
     path.write_text(json.dumps(data))
     return path

@@ -60,18 +60,18 @@ def _model(name: str, clean: float, noisy: float | None, retrieval: list[float],
     return data
 
 
-def _write_run(run: Path, models: list[dict], control: str | None) -> Path:
-    run.mkdir(parents=True)
+def _write_run(run_dir: Path, models: list[dict], control: str | None) -> Path:
+    run_dir.mkdir(parents=True)
     # The control listed last in the config: the comparison still puts it first.
     config = "variants:\n  tlm: {}\n  xlm_align: {}\n  mlm_only: {}\n"
     if control is not None:
         config += f"report:\n  control: {control}\n"
-    (run / "config.yaml").write_text(config)
+    (run_dir / "config.yaml").write_text(config)
     for data in models:
-        path = run / "eval" / data["model_name"] / "results.json"
+        path = run_dir / "eval" / data["model_name"] / "results.json"
         path.parent.mkdir(parents=True)
         path.write_text(json.dumps(data))
-    return run
+    return run_dir
 
 
 MODELS = [
@@ -240,10 +240,10 @@ def test_pipeline_report_stage_compares_with_the_control(tokenizer_dir, tmp_path
     assert (run_dir / "report" / "figures" / "comparison_layers.png").exists()
 
 
-def _metrics(run: Path, variant: str, tokens: dict[int, int]) -> None:
+def _metrics(run_dir: Path, variant: str, tokens: dict[int, int]) -> None:
     """A variant's metrics.jsonl: training records with the cumulative `tokens`, and a held-out record (no
     tokens) at the last step, as the engine writes them."""
-    path = run / "pretrain" / variant / "metrics.jsonl"
+    path = run_dir / "pretrain" / variant / "metrics.jsonl"
     path.parent.mkdir(parents=True)
     lines = [{"step": step, "loss": 1.0, "tokens": count} for step, count in tokens.items()]
     lines.append({"step": max(tokens), "heldout_loss/en": 2.0})

@@ -49,8 +49,8 @@ def _legend_colors(fig) -> dict[str, str]:
     return colors
 
 
-def _metrics(run: Path, variant: str, base: float) -> None:
-    path = run / "pretrain" / variant / "metrics.jsonl"
+def _metrics(run_dir: Path, variant: str, base: float) -> None:
+    path = run_dir / "pretrain" / variant / "metrics.jsonl"
     path.parent.mkdir(parents=True)
     path.write_text("".join(json.dumps({"step": s, "heldout_loss/en": 5 - base - s / 100,
                                         "heldout_loss/de": 6 - base - s / 100}) + "\n" for s in (0, 50, 100)))

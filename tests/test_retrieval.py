@@ -89,9 +89,9 @@ def test_the_reported_layer_is_chosen_on_dev_and_scored_on_test(model, tokenizer
 
     pairs = {"de": (MORE_SRC, MORE_TGT), "fr": (MORE_TGT, MORE_SRC)}
     monkeypatch.setattr(recipe, "retrieval_pairs", lambda spec, lang, pivot: pairs[lang])
-    ecfg = EvalConfig(precision="fp32")
-    result = recipe.evaluate_retrieval(model, tokenizer, RetrievalEvalSpec(path="x"), ["en", "de", "fr"], "en", ecfg,
-                                       False)
+    eval_cfg = EvalConfig(precision="fp32")
+    result = recipe.evaluate_retrieval(model, tokenizer, RetrievalEvalSpec(path="x"), ["en", "de", "fr"], "en",
+                                       eval_cfg, False)
     RetrievalResult.model_validate(result)
     assert result["split"] == {"dev_fraction": 0.3, "dev_pairs": {"de": 3, "fr": 3}, "test_pairs": {"de": 7, "fr": 7}}
     dev = [(a + b) / 2 for a, b in zip(result["per_language"]["de"]["dev"]["mean"],
@@ -103,7 +103,7 @@ def test_the_reported_layer_is_chosen_on_dev_and_scored_on_test(model, tokenizer
     assert result["average"] == pytest.approx(test)
     assert len(result["items"]["per_language"]["de"]["rows"][0]) == 7  # the test pairs' ranks
     whole = recipe.evaluate_retrieval(model, tokenizer, RetrievalEvalSpec(path="x", dev_fraction=0), ["en", "de"],
-                                      "en", ecfg, False)
+                                      "en", eval_cfg, False)
     assert whole["chosen_layer"] == whole["layers"][-1] and whole["chosen_on"] == "fixed default"
     assert "dev_average" not in whole
 

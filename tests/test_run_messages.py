@@ -62,7 +62,7 @@ def test_a_run_recomputing_a_variant_says_to_rerun_without_it(config, monkeypatc
 
 
 def test_a_stopped_pretraining_names_its_checkpoint_and_how_to_continue(config, tmp_path, monkeypatch, capsys):
-    where, argv = "metaxlm.pretrain.recipe:run_pretrain", ["pretrain", str(config), "--no-progress"]
+    where, argv = "metaxlm.pretrain.variant:run_pretrain", ["pretrain", str(config), "--no-progress"]
     assert stopped(monkeypatch, capsys, where, argv)[1] == [
         "metaxlm: interrupted; xlm had written no checkpoint yet: a rerun starts it again"]
     step = checkpoint(tmp_path, 40)
@@ -192,8 +192,8 @@ def test_an_interrupt_inside_the_cpu_fast_path_stays_an_interrupt():
     assert torch._C._len_torch_function_stack() == 0
 
 
-def summary_with_objectives(run: Path, variant: str, objectives: dict) -> None:
-    (run / "pretrain" / variant / "summary.json").write_text(json.dumps(
+def summary_with_objectives(run_dir: Path, variant: str, objectives: dict) -> None:
+    (run_dir / "pretrain" / variant / "summary.json").write_text(json.dumps(
         {"steps": 10, "settings": {"train": {"objectives": objectives}}}))
 
 

@@ -36,10 +36,10 @@ def test_scale_multiplies_every_budget_and_nothing_else(tmp_path):
     tiny = load_config(path, ["scale=0.001"]).train_for("xlm")
     assert (tiny.steps, tiny.eval_every, tiny.save_every) == (1, 1, 1)  # never 0 steps
 
-    ecfg = EvalConfig(tasks={"a": {"task": "demo_module", "hyperparameters": {"max_steps": 100,
+    eval_cfg = EvalConfig(tasks={"a": {"task": "demo_module", "hyperparameters": {"max_steps": 100,
                                                                               "eval_steps": [10, 50]}},
                              "b": {"task": "demo_module", "hyperparameters": {"epochs": 2.0, "max_steps": None}}})
-    plain, scaled = task_specs(ecfg), task_specs(ecfg, 2.5)
+    plain, scaled = task_specs(eval_cfg), task_specs(eval_cfg, 2.5)
     assert scaled["a"].hyperparameters.max_steps == 250 and scaled["a"].hyperparameters.eval_steps == [25, 125]
     assert scaled["b"].hyperparameters.epochs == 5.0 and scaled["b"].hyperparameters.max_steps is None
     assert scaled["a"].hyperparameters.batch_size == plain["a"].hyperparameters.batch_size

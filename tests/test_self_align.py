@@ -51,7 +51,7 @@ def test_a_step_down_the_gradient_raises_the_linked_probabilities():
 @pytest.fixture(scope="module")
 def start_encoder(run_template, tmp_path_factory):
     """A pretrained tiny start (a few MLM steps), so the agreed links are not those of random weights."""
-    from metaxlm.pretrain.recipe import run_pretrain
+    from metaxlm.pretrain.variant import run_pretrain
 
     root = tmp_path_factory.mktemp("self_align_start")
     cfg = load_config(make_config(run_template, root, steps=4, save_every=4))

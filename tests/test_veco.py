@@ -25,7 +25,8 @@ from metaxlm.models.archs.veco import (
     to_bert_mlm,
     veco_from_encoder,
 )
-from metaxlm.models.veco_export import assemble_seq2seq, save_seq2seq
+from metaxlm.models.seq2seq import save_seq2seq
+from metaxlm.models.veco_export import assemble_seq2seq
 from metaxlm.pretrain.batches import Batch, SegmentsSource, load_prepared
 from metaxlm.pretrain.objectives import ObjectiveContext, build_objectives
 from metaxlm.pretrain.objectives.encoding import shared_encodings
@@ -346,7 +347,7 @@ def test_from_an_xlm_roberta_encoder_keeps_its_outputs(tok):
 
 
 def test_start_from_a_bert_dir_with_model_arch_veco(tok, run_template, tmp_path):
-    from metaxlm.pretrain.recipe import load_start_model
+    from metaxlm.pretrain.variant import load_start_model
 
     bert = tiny_bert(tok)
     bert.save_pretrained(tmp_path / "bert")
@@ -363,7 +364,7 @@ def test_start_from_a_bert_dir_with_model_arch_veco(tok, run_template, tmp_path)
 def test_a_variant_can_be_veco_beside_a_plain_control(tok, run_template, tmp_path):
     """`variants.<v>.model` overrides the run's model section for that variant only (VECO and its MLM control in
     one config); a bad override is named."""
-    from metaxlm.pretrain.recipe import load_start_model
+    from metaxlm.pretrain.variant import load_start_model
 
     bert = tiny_bert(tok)
     bert.save_pretrained(tmp_path / "bert")
@@ -524,7 +525,7 @@ VECO_RUN = "train.objectives={veco: {weight: 1.0, shuffle: true}, veco_segments:
 def test_a_veco_run_writes_the_nlu_export_and_the_veco_model(parallel_template, tmp_path):
     from transformers import AutoModelForMaskedLM, BertForMaskedLM
 
-    from metaxlm.pretrain.recipe import run_pretrain
+    from metaxlm.pretrain.variant import run_pretrain
 
     cfg = load_config(make_config(parallel_template, tmp_path, steps=2, eval_every=2), [
         "model.arch=veco", VECO_RUN, "variants={x: {init: none}}"])
@@ -549,7 +550,7 @@ def test_a_veco_run_writes_the_nlu_export_and_the_veco_model(parallel_template, 
     seq2seq = assemble_seq2seq(out / "final", decoder_layers=1)
     assert _same(seq2seq.decoder.bert.encoder.layer[0].crossattention, veco.bert.encoder.layer[1].crossattention)
     # continuing it as VECO (start_from a VECO variant) reads final/veco/, cross-attention included
-    from metaxlm.pretrain.recipe import load_start_model
+    from metaxlm.pretrain.variant import load_start_model
 
     cont = load_config(make_config(parallel_template, tmp_path), ["model.arch=veco",
                                                                  "variants={x: {init: none}, y: {start_from: x}}"])

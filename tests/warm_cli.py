@@ -33,7 +33,7 @@ import threading
 WARM_ENV_KEYS = frozenset({"OMP_NUM_THREADS", "WORLD_SIZE", "RANK", "LOCAL_RANK", "LOCAL_WORLD_SIZE", "MASTER_ADDR",
                            "MASTER_PORT", "COLUMNS", "METAXLM_PRECISION_CACHE", "TQDM_DISABLE",
                            "PYTEST_CURRENT_TEST"})
-WARM_MODULES = ("metaxlm.cli", "metaxlm.models", "metaxlm.pretrain.recipe", "metaxlm.pipeline",
+WARM_MODULES = ("metaxlm.cli", "metaxlm.models", "metaxlm.pretrain.variant", "metaxlm.pipeline",
                 "metaxlm.evaluation.recipe", "metaxlm.finetune.translate")
 _MAX_MESSAGE = 1 << 20
 

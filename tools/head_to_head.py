@@ -38,14 +38,14 @@ LABELS = {"mlm_only": "MLM only", "mlm_tlm": "MLM + TLM", "xlm_align": "XLM-Alig
           "veco": "VECO (encoder)", "xlm_align_ppa": "XLM-Align → PPA", "start": "the start itself"}
 
 
-def run_models(run: Path) -> list[ModelResult]:
+def run_models(run_dir: Path) -> list[ModelResult]:
     """The final model of each variant, in the run config's variant order (models outside it, e.g. the start, last)."""
-    if (run / "eval").is_dir():
-        return final_models(collect_results([run]))
-    paths = sorted(run.glob("results.*.json"))
+    if (run_dir / "eval").is_dir():
+        return final_models(collect_results([run_dir]))
+    paths = sorted(run_dir.glob("results.*.json"))
     if not paths:
-        raise MetaXLMError(f"{run}: neither eval/*/results.json nor results.<model>.json")
-    order = variant_order(run)
+        raise MetaXLMError(f"{run_dir}: neither eval/*/results.json nor results.<model>.json")
+    order = variant_order(run_dir)
     found = []
     for path in paths:
         data = load_results(path)
@@ -68,13 +68,13 @@ def _chance(model: ModelResult, task: str | None, scales: dict[str, float]) -> b
     return at_chance(Measurement.of(entry.get("target_average")), target_chance(entry), scales[task])
 
 
-def run_cells(run: Path) -> tuple[str, dict[str, list[str]]]:
+def run_cells(run_dir: Path) -> tuple[str, dict[str, list[str]]]:
     """The run's control (a variant) and {variant: its four cells, marked}."""
-    models = run_models(run)
-    control = report_config(run).control
+    models = run_models(run_dir)
+    control = report_config(run_dir).control
     by_variant = {m.variant: m for m in models}
     if control not in by_variant:
-        raise MetaXLMError(f"{run}: report.control {control!r} is none of its models ({', '.join(by_variant)})")
+        raise MetaXLMError(f"{run_dir}: report.control {control!r} is none of its models ({', '.join(by_variant)})")
     _, scores = headline_scores(models)
     scales = {task: percent_scale([m.data["tasks"][task] for m in models if task in m.data.get("tasks", {})])
               for _, _, task in COLUMNS if task}  # one unit per task column, as the report's

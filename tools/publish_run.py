@@ -38,56 +38,56 @@ REQUIRED = ("config.yaml", "run_info.json", "report/report.md")
 _IMAGE_LINK = re.compile(r"(!\[[^\]]*\]\()([^)\s/]+\.png)(\))")  # a figure beside the markdown file
 
 
-def publish(run: Path, dest: Path) -> list[str]:
+def publish(run_dir: Path, dest: Path) -> list[str]:
     """Copy `run`'s small results into `dest` (replaced); the names written, sorted."""
-    missing = [name for name in REQUIRED if not (run / name).is_file()]
+    missing = [name for name in REQUIRED if not (run_dir / name).is_file()]
     if missing:
-        raise MetaXLMError(f"{run}: not a finished, reported run (missing {', '.join(missing)})")
-    results = sorted((run / "eval").glob("*/results.json"))
+        raise MetaXLMError(f"{run_dir}: not a finished, reported run (missing {', '.join(missing)})")
+    results = sorted((run_dir / "eval").glob("*/results.json"))
     if not results:
-        raise MetaXLMError(f"{run}: no eval/<model>/results.json to publish")
+        raise MetaXLMError(f"{run_dir}: no eval/<model>/results.json to publish")
     with atomic_dir(dest) as tmp:
         if (dest / ARCHIVE).is_dir():  # an evaluate.finished_runs archive kept here is the run's input, not output
             shutil.copytree(dest / ARCHIVE, tmp / ARCHIVE)
         for source, name in COPIED.items():
-            if (run / source).is_file():
-                shutil.copy2(run / source, tmp / name)
+            if (run_dir / source).is_file():
+                shutil.copy2(run_dir / source, tmp / name)
         for path in results:
             shutil.copy2(path, tmp / f"results.{path.parent.name}.json")
-        for name, variant in pretraining_records(run).items():
+        for name, variant in pretraining_records(run_dir).items():
             shutil.copy2(variant, tmp / name)
-        figures = sorted((run / "report" / "figures").glob("*.png"))
+        figures = sorted((run_dir / "report" / "figures").glob("*.png"))
         if figures:
             (tmp / "figures").mkdir()
             for path in figures:
                 shutil.copy2(path, tmp / "figures" / path.name)
         if (tmp / "pretraining.md").is_file():
-            _publish_linked_figures(run, tmp / "pretraining.md", tmp / "figures")
+            _publish_linked_figures(run_dir, tmp / "pretraining.md", tmp / "figures")
     return sorted(str(p.relative_to(dest)) for p in dest.rglob("*") if p.is_file())
 
 
-def pretraining_records(run: Path) -> dict[str, Path]:
+def pretraining_records(run_dir: Path) -> dict[str, Path]:
     """{published name: path} of every pretraining's metrics.jsonl and summary.json in `run`."""
-    roots = {p.name: p for p in sorted((run / "pretrain").glob("*")) if p.is_dir()}
-    if (run / "meta").is_dir():
-        roots["meta"] = run / "meta"
+    roots = {p.name: p for p in sorted((run_dir / "pretrain").glob("*")) if p.is_dir()}
+    if (run_dir / "meta").is_dir():
+        roots["meta"] = run_dir / "meta"
     return {f"{stem}.{name}{suffix}": root / f"{stem}{suffix}" for name, root in roots.items()
             for stem, suffix in (("metrics", ".jsonl"), ("summary", ".json")) if (root / f"{stem}{suffix}").is_file()}
 
 
-def _publish_linked_figures(run: Path, markdown: Path, figures: Path) -> None:
+def _publish_linked_figures(run_dir: Path, markdown: Path, figures: Path) -> None:
     """Point `markdown`'s links to run-root figures at `figures/`: the report's identical copy when it has one (the
     report embeds the pretraining figures too), else a copy under the figure's own name."""
-    source_md = run / "comparison.md"
+    source_md = run_dir / "comparison.md"
     by_content: dict[bytes, str] = {}  # each published figure read once, however many links there are
     for path in sorted(figures.glob("*.png")):
         by_content.setdefault(path.read_bytes(), path.name)
 
     def moved(match: re.Match) -> str:
         name = match.group(2)
-        source = run / name
+        source = run_dir / name
         if not source.is_file():
-            raise MetaXLMError(f"{source_md}: links {name}, which is not in {run}")
+            raise MetaXLMError(f"{source_md}: links {name}, which is not in {run_dir}")
         data = source.read_bytes()
         if data not in by_content:
             if (figures / name).is_file():

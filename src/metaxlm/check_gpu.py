@@ -294,7 +294,7 @@ def measure_objective(name: str, bench: Workbench, settings: CheckSettings, out_
                       eval_sequences=4, save_every=steps, keep_checkpoints=1)
     start = time.perf_counter()
     result = pretrain(model=model, tokenizer=tokenizer, train_data=datasets["mono"],
-                      heldout_data=datasets["heldout"], parallel_data=datasets["parallel"], cfg=cfg,
+                      heldout_data=datasets["heldout"], parallel_data=datasets["parallel"], train_cfg=cfg,
                       alpha=0.7, seed=settings.seed, out_dir=out_dir, progress=False)
     wall = time.perf_counter() - start
     if not is_main():
@@ -468,7 +468,8 @@ def measure_translation(veco_dir: Path, bench: Workbench, settings: CheckSetting
     from metaxlm.finetune.tasks import get_task
     from metaxlm.finetune.trainer import finetune, set_seed
     from metaxlm.finetune.translate import translate_file
-    from metaxlm.models.veco_export import assemble_seq2seq, save_seq2seq
+    from metaxlm.models.seq2seq import save_seq2seq
+    from metaxlm.models.veco_export import assemble_seq2seq
 
     n = settings.steps * settings.batch_size
     pairs = load_examples("parallel_tsv", bench.data / "parallel" / f"{PAIR}.tsv.xz")[:n]

@@ -65,7 +65,7 @@ def cmd_run(args) -> None:
 
 def cmd_pretrain(args) -> None:
     from metaxlm.compute.precision import run_precision
-    from metaxlm.pretrain.recipe import check_pretraining_config, export_for_evaluation, run_pretrain
+    from metaxlm.pretrain.variant import check_pretraining_config, export_for_evaluation, run_pretrain
     from metaxlm.run.info import recorded_invocation
     from metaxlm.run.layout import RunDir
     from metaxlm.run.lock import run_dir_held

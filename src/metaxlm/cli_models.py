@@ -34,7 +34,8 @@ def cmd_veco_export(args) -> None:
     from metaxlm.io import atomic_dir
     from metaxlm.models.archs.veco import export_encoder, load_veco
     from metaxlm.models.loading import check_model_dir, check_vocabulary_fits
-    from metaxlm.models.veco_export import assemble_seq2seq, save_seq2seq
+    from metaxlm.models.seq2seq import save_seq2seq
+    from metaxlm.models.veco_export import assemble_seq2seq
 
     source = check_model_dir(args.model)  # before the tokenizer, which reads config.json unchecked
     tok_dir = Path(args.tokenizer) if args.tokenizer else source

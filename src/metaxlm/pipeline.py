@@ -190,7 +190,7 @@ def _recorded_settings(cfg: RunConfig, name: str) -> tuple[str, dict | None] | N
 
 def _settings_now(cfg: RunConfig, name: str) -> dict:
     from metaxlm.pretrain.engine import trajectory_settings
-    from metaxlm.pretrain.recipe import variant_settings
+    from metaxlm.pretrain.variant import variant_settings
 
     return trajectory_settings(cfg.train_for(name), seed=cfg.seed_for(name), alpha=cfg.data.alpha,
                                made_of=variant_settings(cfg, name, progress=False))
@@ -306,7 +306,7 @@ def _discard(cfg: RunConfig, recompute: list[str] | tuple[str, ...]) -> None:
 
 def stage_pretrain(cfg: RunConfig, progress: bool = True, events: RunEvents | None = None) -> dict:
     """Every variant at the same budget; a finished variant is kept, an interrupted one resumes."""
-    from metaxlm.pretrain.recipe import export_for_evaluation, run_pretrain
+    from metaxlm.pretrain.variant import export_for_evaluation, run_pretrain
     from metaxlm.report.pretraining import comparison_summary, pretraining_comparison, write_comparison
 
     order = cfg.variant_order()  # a variant that starts from another runs after it
@@ -387,7 +387,7 @@ def run(cfg: RunConfig, progress: bool = True, recompute: list[str] | tuple[str,
     reusing a variant under changed settings leaves the run directory as it was. `recompute`: variants to pretrain
     again (`--recompute NAME`), their earlier output removed once the checks passed."""
     if "pretrain" in cfg.stages:
-        from metaxlm.pretrain.recipe import check_pretraining_config
+        from metaxlm.pretrain.variant import check_pretraining_config
 
         check_pretraining_config(cfg)
     if "select" in cfg.stages:  # before hours of pretraining, not after

@@ -190,7 +190,7 @@ def _variant_states(cfg: RunConfig, refusal: str | None, recompute: tuple[str, .
     from metaxlm import pipeline
     from metaxlm.io import latest_checkpoint
     from metaxlm.pretrain.objectives import OBJECTIVES, parse_objectives
-    from metaxlm.pretrain.recipe import objective_spec
+    from metaxlm.pretrain.variant import objective_spec
 
     if "pretrain" not in cfg.stages:
         return []
@@ -231,7 +231,7 @@ def _evaluation(cfg: RunConfig, variants: list[VariantState]) -> EvaluationPlan 
 
     if "evaluate" not in cfg.stages:
         return None
-    ecfg = cfg.evaluate
+    eval_cfg = cfg.evaluate
     planned = planned_evaluation(cfg)
     kept = {v.name for v in variants if v.finished and not v.refused and not v.again}
     if "pretrain" not in cfg.stages:
@@ -251,13 +251,14 @@ def _evaluation(cfg: RunConfig, variants: list[VariantState]) -> EvaluationPlan 
                 tasks[task.name] = TaskState(task.name, task.spec.name, task.spec.type, task.scenario,
                                              task_languages(task.spec, cfg.data.languages), task.seeds, [])
             tasks[task.name].models.append(name)
-        parts = len(runs) + sum(t.matrix_seeds is not None for t in runs) + len(ecfg.retrieval) + len(ecfg.alignment)
+        parts = (len(runs) + sum(t.matrix_seeds is not None for t in runs) + len(eval_cfg.retrieval)
+                 + len(eval_cfg.alignment))
         reusable = name in existing and (variant is None or variant in kept)
         reused = sum(stored_parts(cfg, existing[name]).values()) if reusable else 0
         models.append(ModelState(name, final, parts, reused))
     retrieval = {name: spec.languages or [c for c in cfg.data.languages if c != cfg.data.pivot]
-                 for name, spec in ecfg.retrieval.items()}
-    return EvaluationPlan(list(tasks.values()), retrieval, list(ecfg.alignment), ecfg.layers, models)
+                 for name, spec in eval_cfg.retrieval.items()}
+    return EvaluationPlan(list(tasks.values()), retrieval, list(eval_cfg.alignment), eval_cfg.layers, models)
 
 
 def _eta(cfg: RunConfig, stages: dict[str, StageState], variants: list[VariantState],
@@ -284,7 +285,7 @@ def _eta(cfg: RunConfig, stages: dict[str, StageState], variants: list[VariantSt
 def plan_run(cfg: RunConfig, recompute: tuple[str, ...] = ()) -> RunPlan:
     """What `metaxlm run` would do with `cfg` (and `--recompute` variants) in its output directory now."""
     from metaxlm.pipeline import check_reuse
-    from metaxlm.pretrain.recipe import check_pretraining_config
+    from metaxlm.pretrain.variant import check_pretraining_config
 
     if "pretrain" in cfg.stages:
         check_pretraining_config(cfg)  # what `run` checks first: a typo fails the plan as it would fail the run

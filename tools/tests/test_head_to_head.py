@@ -21,14 +21,14 @@ def test_the_readme_table_is_the_committed_results():
     assert _readme_table() == head_to_head(RUNS)
 
 
-def _copy(run: Path, tmp_path: Path) -> Path:
-    out = tmp_path / run.name
-    shutil.copytree(run, out, ignore=shutil.ignore_patterns("figures", "*.md"))
+def _copy(run_dir: Path, tmp_path: Path) -> Path:
+    out = tmp_path / run_dir.name
+    shutil.copytree(run_dir, out, ignore=shutil.ignore_patterns("figures", "*.md"))
     return out
 
 
-def _edit(run: Path, model: str, change) -> None:
-    path = run / f"results.{model}.json"
+def _edit(run_dir: Path, model: str, change) -> None:
+    path = run_dir / f"results.{model}.json"
     data = json.loads(path.read_text())
     change(data)
     path.write_text(json.dumps(data))

@@ -446,8 +446,9 @@ class RunConfig(Strict):
     def checkpoints_evaluated(self, variant: str) -> bool:
         """Whether a variant's intermediate checkpoints are evaluated (`evaluate.checkpoints`, `checkpoint_variants`):
         the pretrain stage then exports each one's encoder."""
-        ecfg = self.evaluate
-        return ecfg.checkpoints and (ecfg.checkpoint_variants is None or variant in ecfg.checkpoint_variants)
+        eval_cfg = self.evaluate
+        return eval_cfg.checkpoints and (eval_cfg.checkpoint_variants is None
+                                         or variant in eval_cfg.checkpoint_variants)
 
     def selected_variants(self) -> list[str]:
         """The variants whose final/ the `select` stage chooses among their checkpoints (none without the stage):

@@ -107,22 +107,23 @@ def _batched(items, size):
         yield batch
 
 
-def _record_batches(kind: str, spec, part: int, parts: int, encode, cfg: PrepareConfig, skip_bad: bool,
+def _record_batches(kind: str, spec, part: int, parts: int, encode, prepare_cfg: PrepareConfig, skip_bad: bool,
                     report: SkipReport):
     if kind == "mono":
         texts = iter_texts(spec, skip_bad=skip_bad, report=report)
-        for batch in _batched((t for i, t in enumerate(texts) if i % parts == part), cfg.writer_batch_size):
+        for batch in _batched((t for i, t in enumerate(texts) if i % parts == part), prepare_cfg.writer_batch_size):
             ids = encode(batch)
             yield {"input_ids": ids, "length": [len(x) for x in ids]}
     else:
         pairs = iter_pairs(spec, skip_bad=skip_bad, report=report)
-        for batch in _batched((p for i, p in enumerate(pairs) if i % parts == part), cfg.writer_batch_size):
+        for batch in _batched((p for i, p in enumerate(pairs) if i % parts == part), prepare_cfg.writer_batch_size):
             src, tgt = encode([s for s, _ in batch]), encode([t for _, t in batch])
             yield {"src_ids": src, "tgt_ids": tgt, "length": [len(s) + len(t) for s, t in zip(src, tgt, strict=True)]}
 
 
 def _tokenize_part(kind: str, spec_json: str, part: int, parts: int, tokenizer_dir: str,
-                   load_tokenizer: TokenizerLoader | None, cfg: PrepareConfig, skip_bad: bool, dest: str) -> dict:
+                   load_tokenizer: TokenizerLoader | None, prepare_cfg: PrepareConfig, skip_bad: bool,
+                   dest: str) -> dict:
     """Runs in a pool worker: one part of one corpus -> one Arrow stream file. Returns counts."""
     spec = (CorpusSpec if kind == "mono" else ParallelSpec).model_validate_json(spec_json)
     encode, report = _encoder(tokenizer_dir, load_tokenizer), SkipReport()
@@ -130,7 +131,7 @@ def _tokenize_part(kind: str, spec_json: str, part: int, parts: int, tokenizer_d
     # a full disk is recognized here, before the partial file is removed (the parent only sees the pickled error)
     with disk_full_guard(dest, cleanup=lambda: Path(dest).unlink(missing_ok=True)), \
             pa.OSFile(dest, "wb") as sink, pa.ipc.new_stream(sink, SCHEMAS[kind]) as writer:
-        for columns in _record_batches(kind, spec, part, parts, encode, cfg, skip_bad, report):
+        for columns in _record_batches(kind, spec, part, parts, encode, prepare_cfg, skip_bad, report):
             writer.write_batch(pa.RecordBatch.from_pydict(columns, schema=SCHEMAS[kind]))
             rows += len(columns["length"])
             tokens += sum(columns["length"])
@@ -138,7 +139,7 @@ def _tokenize_part(kind: str, spec_json: str, part: int, parts: int, tokenizer_d
 
 
 def prepare_corpora(mono: dict[str, CorpusSpec], parallel: dict[str, ParallelSpec], tokenizer_dir: str | Path,
-                    out_dir: str | Path, cfg: PrepareConfig, *, skip_bad: bool = False, progress: bool = True,
+                    out_dir: str | Path, prepare_cfg: PrepareConfig, *, skip_bad: bool = False, progress: bool = True,
                     load_tokenizer: TokenizerLoader | None = None) -> dict:
     """Tokenize every corpus; returns (and writes to meta.json) per-language examples/tokens/shards.
     `load_tokenizer` reads `tokenizer_dir` when it has no tokenizer.json (see the module docstring)."""
@@ -148,7 +149,7 @@ def prepare_corpora(mono: dict[str, CorpusSpec], parallel: dict[str, ParallelSpe
     datasets.disable_progress_bars()  # the bar over corpus parts below is enough
     corpora = [("mono", k, s) for k, s in sorted(mono.items())] + \
               [("parallel", k, s) for k, s in sorted(parallel.items())]
-    parts = cfg.num_proc
+    parts = prepare_cfg.num_proc
     meta: dict = {"tokenizer": str(tokenizer_dir), "mono": {}, "parallel": {}}
     # on a full disk: which corpus was being written, and that out_dir is untouched (atomic_dir)
     kept = f"The earlier {out_dir} is intact." if Path(out_dir).exists() else f"Nothing was written to {out_dir}."
@@ -159,10 +160,11 @@ def prepare_corpora(mono: dict[str, CorpusSpec], parallel: dict[str, ParallelSpe
     with atomic_dir(out_dir) as tmp, tempfile.TemporaryDirectory(dir=Path(out_dir).parent) as work:
         # spawn: workers must not inherit the parent's threads (tokenizers, torch) through fork
         ctx = multiprocessing.get_context("spawn")
-        with ProcessPoolExecutor(max_workers=cfg.num_proc, mp_context=ctx) as pool:
+        with ProcessPoolExecutor(max_workers=prepare_cfg.num_proc, mp_context=ctx) as pool:
             futures = {
                 (kind, key, p): pool.submit(_tokenize_part, kind, spec.model_dump_json(), p, parts, str(tokenizer_dir),
-                                            load_tokenizer, cfg, skip_bad, str(Path(work) / f"{kind}-{key}-{p}.arrow"))
+                                            load_tokenizer, prepare_cfg, skip_bad,
+                                            str(Path(work) / f"{kind}-{key}-{p}.arrow"))
                 for kind, key, spec in corpora for p in range(parts)
             }
             results = {}
@@ -181,14 +183,14 @@ def prepare_corpora(mono: dict[str, CorpusSpec], parallel: dict[str, ParallelSpe
         for kind, key, _ in corpora:
             files = [str(Path(work) / f"{kind}-{key}-{p}.arrow") for p in range(parts)]
             ds = datasets.concatenate_datasets([datasets.Dataset.from_file(f) for f in files])
-            heldout = cfg.heldout_texts if kind == "mono" and len(ds) > 2 * cfg.heldout_texts else 0
+            heldout = prepare_cfg.heldout_texts if kind == "mono" and len(ds) > 2 * prepare_cfg.heldout_texts else 0
             if heldout:  # the last texts (corpora are usually shuffled already) are never trained on
                 with writing(f"heldout/{key}"):
                     save_shards(ds.select(range(len(ds) - heldout, len(ds))), Path(tmp) / "heldout" / key)
                 ds = ds.select(range(len(ds) - heldout))
             dest = Path(tmp) / kind / key
             with writing(f"{kind}/{key}"):
-                save_shards(ds, dest, cfg.max_shard_size)
+                save_shards(ds, dest, prepare_cfg.max_shard_size)
             first = results[(kind, key, 0)]  # every part reads every line, so part 0 saw every bad one
             meta[kind][key] = {
                 "examples": len(ds), "heldout_examples": heldout,

@@ -17,7 +17,7 @@ fine-tuning run, is not keyed by code: see `_cached`.
 the variant's final/ has, the reference a continuation is compared with on equal terms. Evaluation only reads what
 pretraining wrote: the start model and each evaluated intermediate checkpoint's encoder (with the start's full
 vocabulary when final/ has it; VECO: its NLU export) are exported by the pretrain stage
-(metaxlm.pretrain.recipe.export_for_evaluation, listed in `pretrain/<variant>/exports.json`).
+(metaxlm.pretrain.variant.export_for_evaluation, listed in `pretrain/<variant>/exports.json`).
 """
 
 from __future__ import annotations
@@ -97,10 +97,10 @@ def planned_parts(cfg: RunConfig, target: ModelToEvaluate) -> list[str]:
 
 
 def models_to_evaluate(cfg: RunConfig) -> list[ModelToEvaluate]:
-    ecfg = cfg.evaluate
+    eval_cfg = cfg.evaluate
     run = RunDir.of(cfg)
     models = []
-    if unknown := [v for v in ecfg.checkpoint_variants or [] if v not in cfg.variants]:
+    if unknown := [v for v in eval_cfg.checkpoint_variants or [] if v not in cfg.variants]:
         raise ConfigError(f"evaluate.checkpoint_variants: no variant {', '.join(map(repr, unknown))} "
                           f"(variants: {', '.join(cfg.variants)})")
     for variant in evaluated_variants(cfg):
@@ -118,7 +118,7 @@ def models_to_evaluate(cfg: RunConfig) -> list[ModelToEvaluate]:
                     models.append(ModelToEvaluate(f"{variant}@step{step}", run.root / dirs["model"],
                                                   run.root / dirs["tokenizer"], variant, step, False))
         models.append(ModelToEvaluate(variant, final, final, variant, final_step))
-    for name, ref in ecfg.models.items():
+    for name, ref in eval_cfg.models.items():
         if ref.startswith(START_OF):  # a variant's start model in the run's vocabulary (exported by pretraining)
             variant = ref.removeprefix(START_OF)
             if variant not in cfg.variants or not cfg.variants[variant].start_from:
@@ -218,7 +218,7 @@ def alignment_set(spec: AlignmentEvalSpec):
 
 
 def evaluate_retrieval(model, tokenizer, spec: RetrievalEvalSpec, languages: list[str], pivot: str,
-                       ecfg: EvalConfig, progress: bool) -> dict:
+                       eval_cfg: EvalConfig, progress: bool) -> dict:
     """Per-layer accuracy@1 on each language's dev and test parts (features.retrieval.retrieval_dev_test), and the
     layer to report: the highest mean dev accuracy over the languages (ties: the shallower), or without a dev part
     (dev_fraction 0) the last layer. {"layers", "split": {dev_fraction, dev_pairs, test_pairs (per language)},
@@ -231,9 +231,9 @@ def evaluate_retrieval(model, tokenizer, spec: RetrievalEvalSpec, languages: lis
     per_language, ranks, dev_pairs, test_pairs = {}, {}, {}, {}
     for lang in retrieval_languages(spec, languages, pivot):
         src, tgt = retrieval_pairs(spec, lang, pivot)
-        scored = retrieval_dev_test(model, tokenizer, src, tgt, dev_fraction=spec.dev_fraction, layers=ecfg.layers,
-                                    batch_size=ecfg.batch_size, batch_tokens=ecfg.batch_tokens,
-                                    precision=ecfg.precision)
+        scored = retrieval_dev_test(model, tokenizer, src, tgt, dev_fraction=spec.dev_fraction, layers=eval_cfg.layers,
+                                    batch_size=eval_cfg.batch_size, batch_tokens=eval_cfg.batch_tokens,
+                                    precision=eval_cfg.precision)
         test = scored["test"]
         # each test pair's ranks, per layer: what the report's paired bootstrap resamples (records.RetrievalItems)
         ranks[lang] = {"layers": scored["layers"], "rows": test.pop("ranks")}
@@ -254,7 +254,7 @@ def evaluate_retrieval(model, tokenizer, spec: RetrievalEvalSpec, languages: lis
     return {**result, "per_language": per_language, "items": {"kind": "rank", "per_language": ranks}}
 
 
-def evaluate_alignment(model, tokenizer, spec: AlignmentEvalSpec, ecfg: EvalConfig) -> dict:
+def evaluate_alignment(model, tokenizer, spec: AlignmentEvalSpec, eval_cfg: EvalConfig) -> dict:
     """Per-layer scores on the set's dev and test parts from one encoder pass, and the layer chosen on dev
     (features.alignment.alignment_dev_test; schema in report/evaluation.py)."""
     from metaxlm.features.alignment import alignment_dev_test
@@ -262,19 +262,19 @@ def evaluate_alignment(model, tokenizer, spec: AlignmentEvalSpec, ecfg: EvalConf
     aset = alignment_set(spec)
     settings = spec.aligner_settings() if spec.method == "ot" else {}
     result = alignment_dev_test(model, tokenizer, aset, dev_fraction=spec.dev_fraction, method=spec.method,
-                                layers=ecfg.layers, batch_size=ecfg.batch_size, precision=ecfg.precision,
+                                layers=eval_cfg.layers, batch_size=eval_cfg.batch_size, precision=eval_cfg.precision,
                                 **settings)
     return {"method": spec.method, "pairs": len(aset), **({"settings": settings} if settings else {}), **result}
 
 
 # --- one model --------------------------------------------------------------------------------------------
 
-def task_specs(ecfg: EvalConfig, scale: float = 1.0) -> dict:
+def task_specs(eval_cfg: EvalConfig, scale: float = 1.0) -> dict:
     """The evaluate section's task specs, each fine-tuning budget (epochs, max_steps, eval_steps) times `scale`."""
     from metaxlm.finetune.spec import load_task_spec
 
     specs = {}
-    for name, fields in ecfg.tasks.items():
+    for name, fields in eval_cfg.tasks.items():
         fields = {k: v for k, v in fields.items() if k != "models"}  # which models: task_models()
         try:
             specs[name] = load_task_spec(fields.get("task", name), fields)
@@ -283,7 +283,7 @@ def task_specs(ecfg: EvalConfig, scale: float = 1.0) -> dict:
         hp = specs[name].hyperparameters
         if "precision" not in hp.model_fields_set:  # evaluate.precision, unless the task sets its own
             specs[name] = specs[name].model_copy(update={"hyperparameters": hp.model_copy(
-                update={"precision": ecfg.precision})})
+                update={"precision": eval_cfg.precision})})
         if scale != 1.0:
             hp = specs[name].hyperparameters
             budget = {"epochs": hp.epochs * scale,
@@ -294,11 +294,11 @@ def task_specs(ecfg: EvalConfig, scale: float = 1.0) -> dict:
     return specs
 
 
-def task_models(ecfg: EvalConfig, known: list[str]) -> dict[str, list[str] | None]:
+def task_models(eval_cfg: EvalConfig, known: list[str]) -> dict[str, list[str] | None]:
     """Per task, the models it runs on (`evaluate.tasks.<name>.models`; None: every model). A name is a variant
     (its intermediate checkpoints included) or an `evaluate.models` key."""
     chosen = {}
-    for name, fields in ecfg.tasks.items():
+    for name, fields in eval_cfg.tasks.items():
         models = fields.get("models")
         if models is not None:
             if isinstance(models, str) or not isinstance(models, list):
@@ -330,20 +330,20 @@ def plan_tasks(cfg: RunConfig, target: ModelToEvaluate) -> list[TaskRun]:
     the task type runs it, else the type's own first (translation: supervised)."""
     from metaxlm.finetune.tasks import get_task
 
-    ecfg = cfg.evaluate
-    specs = task_specs(ecfg, cfg.scale)
-    only = task_models(ecfg, [*cfg.variants, *ecfg.models])
+    eval_cfg = cfg.evaluate
+    specs = task_specs(eval_cfg, cfg.scale)
+    only = task_models(eval_cfg, [*cfg.variants, *eval_cfg.models])
     specs = {k: v for k, v in specs.items() if only[k] is None or (target.variant or target.name) in only[k]}
-    if not target.final and ecfg.checkpoint_tasks is not None:
-        specs = {k: v for k, v in specs.items() if k in ecfg.checkpoint_tasks}
-    seeds = list(ecfg.seeds if target.final or ecfg.checkpoint_seeds is None else ecfg.checkpoint_seeds)
+    if not target.final and eval_cfg.checkpoint_tasks is not None:
+        specs = {k: v for k, v in specs.items() if k in eval_cfg.checkpoint_tasks}
+    seeds = list(eval_cfg.seeds if target.final or eval_cfg.checkpoint_seeds is None else eval_cfg.checkpoint_seeds)
     plan = []
     for name, spec in specs.items():
         allowed = get_task(spec.type).scenarios
-        own = "seeds" in ecfg.tasks[name] and target.final
-        matrix = name in ecfg.transfer_matrix and target.final and "transfer_matrix" in allowed
-        plan.append(TaskRun(name, spec, ecfg.scenario if ecfg.scenario in allowed else allowed[0],
-                            list(spec.seeds) if own else seeds, list(ecfg.seeds) if matrix else None))
+        own = "seeds" in eval_cfg.tasks[name] and target.final
+        matrix = name in eval_cfg.transfer_matrix and target.final and "transfer_matrix" in allowed
+        plan.append(TaskRun(name, spec, eval_cfg.scenario if eval_cfg.scenario in allowed else allowed[0],
+                            list(spec.seeds) if own else seeds, list(eval_cfg.seeds) if matrix else None))
     return plan
 
 
@@ -397,7 +397,7 @@ def evaluate_model(cfg: RunConfig, target: ModelToEvaluate, *, progress: bool = 
     from metaxlm.features.layers import load_encoder
     from metaxlm.finetune.runner import run_task
 
-    ecfg = cfg.evaluate
+    eval_cfg = cfg.evaluate
     out = eval_dir(cfg) / target.name
     parts = out / "parts"
     languages = cfg.data.languages
@@ -421,7 +421,7 @@ def evaluate_model(cfg: RunConfig, target: ModelToEvaluate, *, progress: bool = 
         key = _task_part_key(task, languages, task_key)
         # each finished (language, seed) run is kept too: an interrupted task resumes after its last one
         run_key = run_fingerprint(spec, scenario, model_key=task_key)
-        archive = None if ecfg.finished_runs is None else Path(ecfg.finished_runs) / target.name / name
+        archive = None if eval_cfg.finished_runs is None else Path(eval_cfg.finished_runs) / target.name / name
         results.setdefault("tasks", {})[name] = part(
             f"task-{name}", stamps.short_fingerprint(**key), run_task, spec, target.model_dir,
             out / "finetune" / name, scenario=scenario, resume_key=run_key, finished_runs=archive,
@@ -431,21 +431,21 @@ def evaluate_model(cfg: RunConfig, target: ModelToEvaluate, *, progress: bool = 
                 f"matrix-{name}", stamps.short_fingerprint(**_matrix_part_key(key, task)),
                 run_task, spec, target.model_dir, out / "finetune" / f"{name}-matrix", scenario="transfer_matrix",
                 seeds=task.matrix_seeds, **common)
-    if ecfg.retrieval or ecfg.alignment:
+    if eval_cfg.retrieval or eval_cfg.alignment:
         model, tokenizer = load_encoder(target.model_dir, target.tokenizer_dir)
-        for name, spec in ecfg.retrieval.items():
+        for name, spec in eval_cfg.retrieval.items():
             print(f"evaluate {target.name}: retrieval {name}", flush=True)
             key = _retrieval_part_key(cfg, spec, model_key)
             results.setdefault("retrieval", {})[name] = part(
                 f"retrieval-{name}", stamps.short_fingerprint(**key), evaluate_retrieval, model, tokenizer, spec,
-                languages, cfg.data.pivot, ecfg, progress)
-        for name, spec in ecfg.alignment.items():
+                languages, cfg.data.pivot, eval_cfg, progress)
+        for name, spec in eval_cfg.alignment.items():
             print(f"evaluate {target.name}: word alignment {name}", flush=True)
             key = _alignment_part_key(cfg, spec, model_key)
             try:
                 results.setdefault("alignment", {})[name] = part(
                     f"alignment-{name}", stamps.short_fingerprint(**key), evaluate_alignment, model, tokenizer,
-                    spec, ecfg)
+                    spec, eval_cfg)
             except ConfigError as err:
                 raise ConfigError(f"evaluate.alignment.{name}: {err}") from None
     results["precision"] = evaluated_precision(cfg, target)
@@ -474,12 +474,12 @@ def evaluated_precision(cfg: RunConfig, target: ModelToEvaluate) -> dict:
 def evaluate_run(cfg: RunConfig, *, progress: bool = True, events: RunEvents | None = None) -> list[dict]:
     """Evaluate every model of the run (models_to_evaluate); each part and model finished goes to `events` (the
     run clock's whole-run ETA)."""
-    ecfg = cfg.evaluate
-    if not (ecfg.tasks or ecfg.retrieval or ecfg.alignment):
+    eval_cfg = cfg.evaluate
+    if not (eval_cfg.tasks or eval_cfg.retrieval or eval_cfg.alignment):
         raise ConfigError("evaluate: nothing to evaluate (give evaluate.tasks, evaluate.retrieval or "
                           "evaluate.alignment)")
-    task_specs(ecfg, cfg.scale)  # fail on a bad task config before any model is loaded
-    task_models(ecfg, [*cfg.variants, *ecfg.models])
+    task_specs(eval_cfg, cfg.scale)  # fail on a bad task config before any model is loaded
+    task_models(eval_cfg, [*cfg.variants, *eval_cfg.models])
     targets = models_to_evaluate(cfg)
     if events is not None:
         events.emit(EvaluationPlanned({t.name: t.final for t in targets},

@@ -1,7 +1,7 @@
 """The `select` stage: a continued encoder is never silently worse than its start.
 
 For each selected variant (`select.variants`, by default every variant with `start_from`), the start model and
-every kept checkpoint (both exported by the pretrain stage, `pretrain.recipe.export_for_evaluation`) are scored on
+every kept checkpoint (both exported by the pretrain stage, `pretrain.variant.export_for_evaluation`) are scored on
 the DEV parts only of the named evaluation sets (`select.retrieval`, `select.alignment`; the split of
 `data.examples.dev_test_split`, the same the evaluate stage reports test scores after). Each dev metric is an error
 at the model's best dev layer: retrieval 1 - accuracy@1 (mean of both directions and of the languages), word
@@ -83,20 +83,20 @@ def dev_scores(cfg: RunConfig, model_dir: Path, tokenizer_dir: Path) -> dict[str
     from metaxlm.features.layers import load_encoder, resolve_layers
     from metaxlm.features.retrieval import retrieval_by_layer
 
-    ecfg = cfg.evaluate
+    eval_cfg = cfg.evaluate
     model, tokenizer = load_encoder(model_dir, tokenizer_dir)
     out: dict[str, dict] = {}
     for name in cfg.select.retrieval:
-        spec = ecfg.retrieval[name]
+        spec = eval_cfg.retrieval[name]
         curves = []
         for lang in retrieval_languages(spec, cfg.data.languages, cfg.data.pivot):
             src, tgt = retrieval_pairs(spec, lang, cfg.data.pivot)
             dev, _ = dev_test_split(len(src), spec.dev_fraction)
             if not dev:
                 raise MetaXLMError(f"select: retrieval {name}, {lang}: no dev pairs ({len(src)} pairs in all)")
-            scored = retrieval_by_layer(model, tokenizer, src[:len(dev)], tgt[:len(dev)], layers=ecfg.layers,
-                                        batch_size=ecfg.batch_size, batch_tokens=ecfg.batch_tokens,
-                                        precision=ecfg.precision)
+            scored = retrieval_by_layer(model, tokenizer, src[:len(dev)], tgt[:len(dev)], layers=eval_cfg.layers,
+                                        batch_size=eval_cfg.batch_size, batch_tokens=eval_cfg.batch_tokens,
+                                        precision=eval_cfg.precision)
             curves.append(scored["mean"])
         layers = scored["layers"]
         curve = [sum(col) / len(col) for col in zip(*curves, strict=True)]
@@ -104,12 +104,12 @@ def dev_scores(cfg: RunConfig, model_dir: Path, tokenizer_dir: Path) -> dict[str
         out[f"retrieval {name}"] = {"layers": layers, "curve": curve, "layer": layer,
                                     "error": 1 - curve[layers.index(layer)]}
     for name in cfg.select.alignment:
-        spec = ecfg.alignment[name]
+        spec = eval_cfg.alignment[name]
         aset = alignment_set(spec)
         dev = aset.subset(dev_test_split(len(aset), spec.dev_fraction)[0])
         settings = spec.aligner_settings() if spec.method == "ot" else {}
-        aligner = WordAligner(model, tokenizer, method=spec.method, batch_size=ecfg.batch_size, **settings)
-        layers = resolve_layers(model, ecfg.layers)
+        aligner = WordAligner(model, tokenizer, method=spec.method, batch_size=eval_cfg.batch_size, **settings)
+        layers = resolve_layers(model, eval_cfg.layers)
         predictions = aligner.align_layers(dev.src, dev.tgt, layers)
         curve = scores_by_layer(predictions, dev)["aer"]
         layer = lowest_aer_layer(layers, curve)

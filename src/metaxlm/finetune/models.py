@@ -91,7 +91,8 @@ def load_model(task, model_dir: str | Path, train_items=None):
         else:
             import torch
 
-            from metaxlm.models.veco_export import assemble_seq2seq, tie_encoder_decoder_embeddings
+            from metaxlm.models.seq2seq import tie_encoder_decoder_embeddings
+            from metaxlm.models.veco_export import assemble_seq2seq
 
             rows = None
             if assembly.vocabulary == "train":

@@ -199,7 +199,7 @@ def save_finetuned(model, tokenizer, out_dir: Path, hp=None) -> Path:
     class."""
     if getattr(model.config, "is_encoder_decoder", False):
         from metaxlm.finetune.translate import record_decoding
-        from metaxlm.models.veco_export import save_seq2seq
+        from metaxlm.models.seq2seq import save_seq2seq
 
         if hp is not None:
             record_decoding(model, num_beams=hp.num_beams, length_penalty=hp.length_penalty,

@@ -34,7 +34,8 @@ Departure (HF limitation): in the paper's shared-module model the encoder and de
 decoder embeddings START equal but are separate parameters; the decoder's output layer IS tied to the decoder's
 input embeddings (BertLMHeadModel's own tie, kept on reload). `tie_encoder_decoder_embeddings(model)` shares them
 in memory for fine-tuning (the Trainer must then save with `save_seq2seq`, which writes the shared matrix twice so
-the directory still loads with the stock class).
+the directory still loads with the stock class). Those two, and the special-token ids, are any encoder-decoder's, not
+VECO's: they live in metaxlm.models.seq2seq.
 """
 
 from __future__ import annotations
@@ -46,12 +47,11 @@ import torch
 from torch import nn
 
 from metaxlm.errors import ConfigError
-from metaxlm.io import atomic_dir
 from metaxlm.models.arch import arch_of
 from metaxlm.models.archs.veco import bert_config_of, encoder_state, is_veco, load_veco, veco_from_encoder
 from metaxlm.models.loading import load_model_config, load_pretrained, quiet_transformers
 from metaxlm.models.new_parameters import mark_new
-from metaxlm.vocab.load import save_tokenizer
+from metaxlm.models.seq2seq import encoder_decoder, generation_ids
 
 Init = Literal["veco", "encoder", "random"]
 DEFAULT_DECODER_LAYERS = 6
@@ -102,7 +102,7 @@ def assemble_seq2seq(source, tokenizer=None, decoder_layers: int | list[int] | N
     `source`). New weights (cross-attention, pooler, everything for `random`) are drawn under `seed`.
     `vocabulary_rows`: keep only these rows of the source's vocabulary (new id k = old id rows[k]) in both halves'
     embeddings and the output layer, for a `tokenizer` trimmed to them (metaxlm.vocab.trim.trimmed_tokenizer)."""
-    from transformers import BertLMHeadModel, BertModel, EncoderDecoderModel, GenerationConfig
+    from transformers import BertLMHeadModel, BertModel
 
 
     if init not in ("veco", "encoder", "random"):
@@ -120,12 +120,8 @@ def assemble_seq2seq(source, tokenizer=None, decoder_layers: int | list[int] | N
         arch_of(veco).select_vocabulary(veco, list(vocabulary_rows))
     n = veco.config.num_hidden_layers
     layers = chosen_layers(n, decoder_layers)
-    bos = tokenizer.cls_token_id if tokenizer.cls_token_id is not None else tokenizer.bos_token_id
-    eos = tokenizer.sep_token_id if tokenizer.sep_token_id is not None else tokenizer.eos_token_id
-    pad = tokenizer.pad_token_id
-    if bos is None or eos is None or pad is None:
-        raise ConfigError("assemble_seq2seq: the tokenizer needs cls/bos, sep/eos and pad tokens")
-    ids = {"bos_token_id": bos, "eos_token_id": eos, "pad_token_id": pad, "decoder_start_token_id": bos}
+    ids = generation_ids(tokenizer)
+    bos, eos, pad = ids["bos_token_id"], ids["eos_token_id"], ids["pad_token_id"]
     enc_config = bert_config_of(veco.config, architectures=["BertModel"], bos_token_id=bos, eos_token_id=eos,
                                 pad_token_id=pad)
     dec_config = bert_config_of(veco.config, architectures=["BertLMHeadModel"], num_hidden_layers=len(layers),
@@ -158,32 +154,7 @@ def assemble_seq2seq(source, tokenizer=None, decoder_layers: int | list[int] | N
             raise RuntimeError(f"internal error: decoder does not fit (missing {missing}, unexpected {unexpected})")
         new += [f"decoder.{k}" for k in missing if "cls.predictions.decoder." not in k]  # that one is tied
         decoder.tie_weights()
-    seq2seq = EncoderDecoderModel(encoder=encoder, decoder=decoder)
-    for key, value in ids.items():
-        setattr(seq2seq.config, key, value)
-    seq2seq.config.vocab_size = veco.config.vocab_size
-    seq2seq.generation_config = GenerationConfig(**ids)
+    seq2seq = encoder_decoder(encoder, decoder, ids)
     seq2seq.metaxlm_decoder_layers = layers  # for the caller's report (not saved)
     mark_new(seq2seq, new)  # as load_model marks a task head
     return seq2seq.eval()
-
-
-def tie_encoder_decoder_embeddings(seq2seq) -> None:
-    """Share ONE word-embedding matrix between encoder, decoder input and decoder output, in memory (the paper's
-    shared embeddings). Save such a model with `save_seq2seq` (see the module docstring)."""
-    seq2seq.decoder.bert.embeddings.word_embeddings = seq2seq.encoder.embeddings.word_embeddings
-    seq2seq.decoder.tie_weights()
-
-
-def save_seq2seq(seq2seq, tokenizer, out_dir: str | Path) -> Path:
-    """Write an assembled (or fine-tuned) encoder-decoder + tokenizer to `out_dir` (replaced atomically); the
-    directory loads with `EncoderDecoderModel.from_pretrained` / `AutoModelForSeq2SeqLM.from_pretrained`."""
-    out = Path(out_dir)
-    shared = seq2seq.decoder.bert.embeddings.word_embeddings is seq2seq.encoder.embeddings.word_embeddings
-    # a shared encoder/decoder matrix is written under both names (cloned) so the stock class loads it
-    state = {k: v.clone() for k, v in seq2seq.state_dict().items()} if shared else None
-    with atomic_dir(out) as tmp, quiet_transformers():  # no "Writing model shards" bar
-        seq2seq.save_pretrained(str(tmp), state_dict=state)
-        if tokenizer is not None:
-            save_tokenizer(tokenizer, tmp)
-    return out

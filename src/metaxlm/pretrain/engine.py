@@ -123,7 +123,7 @@ class HeadWarmup:
     groups of their own (`adamw(held=...)`) that join with an lr warm-up of their own (`linear_schedule(held_steps=
     ...)`); the loop drops their gradients while `warming`.
 
-    New are what the start model lacked (marked by `recipe.load_start_model`: `recipe.new_in_start`) and the
+    New are what the start model lacked (marked by `variant.load_start_model`: `variant.new_in_start`) and the
     objectives' own fresh heads (marked by `build_objectives`); every other trainable parameter is held. Nothing is
     held, and the run trains normally (`note` says why), when the run does not continue a start model (the model
     unmarked: every module is new, there is no body to protect) or the start lacks nothing this run trains: a
@@ -135,8 +135,8 @@ class HeadWarmup:
     record: dict = field(default_factory=dict)  # for summary.json ({}: nothing held)
 
     @classmethod
-    def plan(cls, module: ObjectiveModule, cfg: TrainConfig, *, sharded: bool = False) -> HeadWarmup:
-        steps = cfg.head_warmup_steps
+    def plan(cls, module: ObjectiveModule, train_cfg: TrainConfig, *, sharded: bool = False) -> HeadWarmup:
+        steps = train_cfg.head_warmup_steps
         if steps == 0:
             return cls(steps)
         off = f"head warm-up: off (train.head_warmup_steps={steps}): "
@@ -160,10 +160,10 @@ class HeadWarmup:
         sizes = dict(module.named_parameters())
         count = {k: sum(sizes[n].numel() for n in names) for k, names in (("new", new), ("held", held))}
         modules = new_modules(new, trainable)
-        whole = " (the whole run: the body never trains)" if steps >= cfg.steps else ""
+        whole = " (the whole run: the body never trains)" if steps >= train_cfg.steps else ""
         note = (f"head warm-up: steps 1-{steps} train only what the start lacked, {count['new']:,} parameters in "
                 f"{', '.join(modules)}; the body ({count['held']:,} parameters) is held, then joins with a "
-                f"{min(cfg.warmup_steps, cfg.steps)}-step lr warm-up of its own{whole}")
+                f"{min(train_cfg.warmup_steps, train_cfg.steps)}-step lr warm-up of its own{whole}")
         return cls(steps, frozenset(held), note, {"steps": steps, "modules": modules, "new_parameters": count["new"],
                                                   "held_parameters": count["held"]})
 
@@ -203,16 +203,16 @@ def step_generator(seed: int, step: int) -> torch.Generator:
     return torch.Generator().manual_seed(derive_seed(seed, step))
 
 
-def whole_state(run: Training) -> tuple[dict | None, dict[str, torch.Tensor]]:
+def whole_state(training: Training) -> tuple[dict | None, dict[str, torch.Tensor]]:
     """What a checkpoint and `final/` write of the model: its weights (None: take them from the model, which holds
     them whole) and the objectives' states, whole. Collective under sharding: every process calls it; what it
     returns is complete on the main process."""
-    if not (run.launch.sharded or run.launch.acc.is_main_process):
+    if not (training.launch.sharded or training.launch.acc.is_main_process):
         return None, {}
-    objectives_state = {f"{n}.{k}": v for n, o in run.objectives.items() for k, v in o.checkpoint_state().items()}
+    objectives_state = {f"{n}.{k}": v for n, o in training.objectives.items() for k, v in o.checkpoint_state().items()}
     weights = None
-    if run.launch.sharded:
-        full = full_model_state(run.optim.module)
+    if training.launch.sharded:
+        full = full_model_state(training.optim.module)
         weights = {k.removeprefix("model."): v for k, v in full.items() if k.startswith("model.")}
         objectives_state = full_tensors(objectives_state)
     return weights, objectives_state
@@ -287,12 +287,13 @@ def last_logged(metrics: Path, step: int) -> dict:
 BOOKKEEPING_SETTINGS = frozenset({"log_every", "eval_every", "eval_sequences", "save_every", "keep_checkpoints"})
 
 
-def trajectory_settings(cfg: TrainConfig, *, seed: int, alpha: float, made_of: dict | None = None) -> dict:
+def trajectory_settings(train_cfg: TrainConfig, *, seed: int, alpha: float, made_of: dict | None = None) -> dict:
     """The settings a checkpoint's weights depend on (stored in trainer_state.json, and in summary.json once the run
     finished): resuming under others would silently mix two runs (e.g. a 600-step checkpoint "resumed" by a config
-    that now says 200 steps). `made_of`: what else the caller's run is computed from (the recipe's variant_settings:
-    the model section, the variant's own settings, its vocabulary, data and start model)."""
-    settings = {k: v for k, v in cfg.model_dump(mode="json").items() if k not in BOOKKEEPING_SETTINGS}
+    that now says 200 steps). `made_of`: what else the caller's run is computed from
+    (metaxlm.pretrain.variant.variant_settings: the model section, the variant's own settings, its vocabulary, data
+    and start model)."""
+    settings = {k: v for k, v in train_cfg.model_dump(mode="json").items() if k not in BOOKKEEPING_SETTINGS}
     return {"train": settings, "seed": seed, "alpha": alpha, **(made_of or {})}
 
 
@@ -388,7 +389,7 @@ class Training:
     """Everything the loop touches, made once by `set_up`: the loop reads the step, the objectives and their
     inputs, the module and its optimizer, the warm-up plan, and how far the run has come (`start`, `tokens`)."""
 
-    cfg: TrainConfig
+    train_cfg: TrainConfig
     seed: int
     layout: VariantDir
     tokenizer: Any
@@ -408,78 +409,80 @@ class Training:
         return list(self.objectives)
 
 
-def pretrain(*, model, tokenizer, train_data: dict, heldout_data: dict, cfg: TrainConfig, alpha: float, seed: int,
+def pretrain(*, model, tokenizer, train_data: dict, heldout_data: dict, train_cfg: TrainConfig, alpha: float, seed: int,
              out_dir: str | Path, resume: bool = False, resume_from: str | Path | None = None, progress: bool = True,
              objectives: dict[str, Objective] | None = None, parallel_data: dict | None = None,
              export: Callable[..., None] | None = None, made_of: dict | None = None) -> PretrainResult:
     """Train `model` (an HF *ForMaskedLM of a registered arch) on prepared data; write checkpoints, metrics, `final/`.
 
-    `objectives`: built objectives (default: `cfg.objectives` built with a context that knows only the tokenizer);
+    `objectives`: built objectives (default: `train_cfg.objectives` built with a context that knows only the tokenizer);
     each is fed batches of its `batch_kind` from `train_data` (monolingual) or `parallel_data` (translation pairs).
     `resume`: continue from the latest checkpoint; `resume_from`: from this checkpoint directory.
     When `model` continues a start model, the parameters the start lacked are marked new on it
-    (`metaxlm.models.new_parameters`, as `recipe.load_start_model` does): they train alone during the new-head
-    warm-up (`cfg.head_warmup_steps`); an unmarked model is not a continuation.
+    (`metaxlm.models.new_parameters`, as `variant.load_start_model` does): they train alone during the new-head
+    warm-up (`train_cfg.head_warmup_steps`); an unmarked model is not a continuation.
     `export(model, tokenizer, dir, state_dict=...)` writes `final/` (default: the model's `ModelArch.export`; the
-    recipe passes another to export a model trained on a trimmed vocabulary with its start's full vocabulary).
+    variant module passes another to export a model trained on a trimmed vocabulary with its start's full vocabulary).
     `made_of`: what else the run is computed from, recorded beside the train settings (`trajectory_settings`) and
     compared on resume.
     """
-    run = set_up(model=model, tokenizer=tokenizer, train_data=train_data, heldout_data=heldout_data, cfg=cfg,
-                 alpha=alpha, seed=seed, out_dir=out_dir, resume=resume, resume_from=resume_from, progress=progress,
-                 objectives=objectives, parallel_data=parallel_data, made_of=made_of)
-    if run.start == 0:
-        evaluate(run, 0)
-    bar = tqdm(total=cfg.steps, initial=run.start, desc=f"pretrain {run.layout.root.name}", unit="step",
-               disable=not (progress and run.launch.acc.is_main_process), dynamic_ncols=True)
+    training = set_up(model=model, tokenizer=tokenizer, train_data=train_data, heldout_data=heldout_data,
+                      train_cfg=train_cfg, alpha=alpha, seed=seed, out_dir=out_dir, resume=resume,
+                      resume_from=resume_from, progress=progress, objectives=objectives, parallel_data=parallel_data,
+                      made_of=made_of)
+    if training.start == 0:
+        evaluate(training, 0)
+    bar = tqdm(total=train_cfg.steps, initial=training.start, desc=f"pretrain {training.layout.root.name}", unit="step",
+               disable=not (progress and training.launch.acc.is_main_process), dynamic_ncols=True)
     last, final_losses = {}, None
     with bar:
-        for step in range(run.start + 1, cfg.steps + 1):
-            last = train_step(run, step)
+        for step in range(training.start + 1, train_cfg.steps + 1):
+            last = train_step(training, step)
             bar.set_postfix(loss=f"{last['loss']:.3f}", tok_s=f"{last['tokens_per_s']:.0f}")
             bar.update()
-            if step % cfg.log_every == 0 or step == cfg.steps:
-                run.log(last)
-            if step % cfg.eval_every == 0 or step == cfg.steps:
-                losses = evaluate(run, step)
-                if step == cfg.steps:  # the final model's: the summary reuses them instead of a second pass
+            if step % train_cfg.log_every == 0 or step == train_cfg.steps:
+                training.log(last)
+            if step % train_cfg.eval_every == 0 or step == train_cfg.steps:
+                losses = evaluate(training, step)
+                if step == train_cfg.steps:  # the final model's: the summary reuses them instead of a second pass
                     final_losses = losses
-            if step % cfg.save_every == 0 or step == cfg.steps:
-                save(run, step)
-    if not last and run.start and run.launch.acc.is_main_process:  # resumed at the last step: its logged line is last
-        last = last_logged(run.layout.metrics, run.start)
-    return finish(run, last, export, final_heldout=final_losses)
+            if step % train_cfg.save_every == 0 or step == train_cfg.steps:
+                save(training, step)
+    if not last and training.start and training.launch.acc.is_main_process:
+        # resumed at the last step: its logged line is last
+        last = last_logged(training.layout.metrics, training.start)
+    return finish(training, last, export, final_heldout=final_losses)
 
 
 # -- set-up ----------------------------------------------------------------------------------------------------------
-def set_up(*, model, tokenizer, train_data: dict, heldout_data: dict, cfg: TrainConfig, alpha: float, seed: int,
+def set_up(*, model, tokenizer, train_data: dict, heldout_data: dict, train_cfg: TrainConfig, alpha: float, seed: int,
            out_dir: str | Path, resume: bool, resume_from: str | Path | None, progress: bool,
            objectives: dict[str, Objective] | None, parallel_data: dict | None,
            made_of: dict | None = None) -> Training:
     """The objectives, the accelerator and precision, the objectives' inputs, the new-head warm-up's plan, the
     state of a resumed run, the optimizer and schedule; in that order (each builder reads what came before)."""
     layout = VariantDir(Path(out_dir))
-    context = ObjectiveContext(tokenizer=tokenizer, model_config=model.config, model=model, mask_prob=cfg.mask_prob,
-                               seed=seed)
-    objectives = objectives if objectives is not None else build_objectives(cfg.objectives, context)
-    launch = launch_for(model, objectives, cfg, layout, resume=resume, resume_from=resume_from)
-    inputs = objective_inputs(objectives, context, cfg, tokenizer=tokenizer, alpha=alpha, seed=seed,
+    context = ObjectiveContext(tokenizer=tokenizer, model_config=model.config, model=model,
+                               mask_prob=train_cfg.mask_prob, seed=seed)
+    objectives = objectives if objectives is not None else build_objectives(train_cfg.objectives, context)
+    launch = launch_for(model, objectives, train_cfg, layout, resume=resume, resume_from=resume_from)
+    inputs = objective_inputs(objectives, context, train_cfg, tokenizer=tokenizer, alpha=alpha, seed=seed,
                               data={"mono": train_data, "parallel": parallel_data or {}}, heldout_data=heldout_data)
     module = ObjectiveModule(model, objectives)
-    warmup = HeadWarmup.plan(module, cfg, sharded=launch.sharded)
-    settings = trajectory_settings(cfg, seed=seed, alpha=alpha, made_of=made_of)
+    warmup = HeadWarmup.plan(module, train_cfg, sharded=launch.sharded)
+    settings = trajectory_settings(train_cfg, seed=seed, alpha=alpha, made_of=made_of)
     position = resumed_position(launch, model, objectives, inputs, settings, layout,
                                 variant=layout.root.name if made_of else None)
-    optim = optimization(module, cfg, launch, warmup)
+    optim = optimization(module, train_cfg, launch, warmup)
     log = RunLog(layout, main=launch.acc.is_main_process, start=position.step, resume=bool(resume or resume_from))
     if launch.acc.is_main_process:
-        announce(layout.root.name, cfg, launch, warmup, progress=progress)
-    return Training(cfg=cfg, seed=seed, layout=layout, tokenizer=tokenizer, model=model, objectives=objectives,
-                    launch=launch, inputs=inputs, optim=optim, warmup=warmup, log=log, start=position.step,
-                    tokens=position.tokens, settings=settings)
+        announce(layout.root.name, train_cfg, launch, warmup, progress=progress)
+    return Training(train_cfg=train_cfg, seed=seed, layout=layout, tokenizer=tokenizer, model=model,
+                    objectives=objectives, launch=launch, inputs=inputs, optim=optim, warmup=warmup, log=log,
+                    start=position.step, tokens=position.tokens, settings=settings)
 
 
-def launch_for(model, objectives: dict[str, Objective], cfg: TrainConfig, layout: VariantDir, *, resume: bool,
+def launch_for(model, objectives: dict[str, Objective], train_cfg: TrainConfig, layout: VariantDir, *, resume: bool,
                resume_from: str | Path | None) -> Launch:
     """The accelerator (checked: `check_launch`), the precision, whether the module is sharded, and the checkpoint
     `--resume` continues from."""
@@ -497,16 +500,16 @@ def launch_for(model, objectives: dict[str, Objective], cfg: TrainConfig, layout
             raise MetaXLMError(f"--resume: no checkpoint under {layout.ckpt}")
     # a resumed run continues in the precision it began in, also on a CPU where `auto` would choose another
     acc, precision = training_accelerator(
-        cfg.precision, began_in=begun_precision(path),
+        train_cfg.precision, began_in=begun_precision(path),
         kwargs_handlers=[DistributedDataParallelKwargs(broadcast_buffers=False, find_unused_parameters=may_go_unused)])
     check_launch(acc)
     if acc.device.type == "cpu":
         reuse_freed_memory()
-    micro = cfg.batch_size // cfg.grad_accum
+    micro = train_cfg.batch_size // train_cfg.grad_accum
     if micro % acc.num_processes:
         raise MetaXLMError(f"train.batch_size/grad_accum ({micro}) must be a multiple of the process count "
                            f"({acc.num_processes})")
-    sharded = cfg.sharding == "fsdp" and acc.num_processes > 1
+    sharded = train_cfg.sharding == "fsdp" and acc.num_processes > 1
     if sharded and precision.precision == "fp16":
         raise MetaXLMError("train.precision fp16 with train.sharding=fsdp: the loss scaling fp16 needs is "
                            "accelerate's, which a module metaxlm shards itself does not get; use bf16 (or "
@@ -514,7 +517,7 @@ def launch_for(model, objectives: dict[str, Objective], cfg: TrainConfig, layout
     return Launch(acc=acc, precision=precision, sharded=sharded, checkpoint=path)
 
 
-def objective_inputs(objectives: dict[str, Objective], context: ObjectiveContext, cfg: TrainConfig, *, tokenizer,
+def objective_inputs(objectives: dict[str, Objective], context: ObjectiveContext, train_cfg: TrainConfig, *, tokenizer,
                      alpha: float, seed: int, data: dict[str, dict], heldout_data: dict) -> Inputs:
     """A batch source per batch kind the objectives read (from `data`: "mono" and "parallel"), who reads whose
     prepared inputs, and the held-out rows (fixed) with the MLM objective that scores them (the run's own, or a
@@ -529,9 +532,9 @@ def objective_inputs(objectives: dict[str, Objective], context: ObjectiveContext
             needing = [n for n, o in objectives.items() if o.batch_kind == kind]
             raise MetaXLMError(f"objectives {', '.join(needing)} need {source_cls.data} data ({kind} batches); the "
                                f"prepared data has none (give data.{source_cls.data} and rerun the prepare stage)")
-        sources[kind] = source_cls(data[source_cls.data], seq_len=cfg.seq_len, alpha=alpha, seed=seed,
+        sources[kind] = source_cls(data[source_cls.data], seq_len=train_cfg.seq_len, alpha=alpha, seed=seed,
                                    tokenizer=tokenizer)
-    eval_rows = {k: fixed_eval_batches(ds, seq_len=cfg.seq_len, max_sequences=cfg.eval_sequences,
+    eval_rows = {k: fixed_eval_batches(ds, seq_len=train_cfg.seq_len, max_sequences=train_cfg.eval_sequences,
                                        bos_id=tokenizer.cls_token_id, eos_id=tokenizer.sep_token_id)
                  for k, ds in heldout_data.items()}
     names = list(objectives)
@@ -556,7 +559,7 @@ def resumed_position(launch: Launch, model, objectives: dict[str, Objective], in
     return Position(step=state["step"], tokens=state.get("tokens", 0))
 
 
-def optimization(module: ObjectiveModule, cfg: TrainConfig, launch: Launch, warmup: HeadWarmup) -> Optimization:
+def optimization(module: ObjectiveModule, train_cfg: TrainConfig, launch: Launch, warmup: HeadWarmup) -> Optimization:
     """The module on the device (sharded in place, or prepared by accelerate), AdamW with the objectives' lr
     scales and the warm-up's held body in groups of their own, the linear schedule; a resumed run's states."""
     acc = launch.acc
@@ -565,11 +568,12 @@ def optimization(module: ObjectiveModule, cfg: TrainConfig, launch: Launch, warm
         shard(module, tuple({type(layer) for layer in arch_of(module.model).layers(module.model)}), acc.device)
     else:
         module.to(acc.device)
-    optimizer = adamw(module.named_parameters(), lr=cfg.lr, betas=cfg.betas, eps=cfg.eps,
-                      weight_decay=cfg.weight_decay,
+    optimizer = adamw(module.named_parameters(), lr=train_cfg.lr, betas=train_cfg.betas, eps=train_cfg.eps,
+                      weight_decay=train_cfg.weight_decay,
                       lr_scales={f"objectives.{n}.": o.options.lr_scale for n, o in module.objectives.items()},
                       held=warmup.held)
-    scheduler = linear_schedule(optimizer, min(cfg.warmup_steps, cfg.steps), cfg.steps, held_steps=warmup.steps)
+    scheduler = linear_schedule(optimizer, min(train_cfg.warmup_steps, train_cfg.steps), train_cfg.steps,
+                                held_steps=warmup.steps)
     if launch.checkpoint is not None:
         load_optimizer_states(launch.checkpoint, module=module, optimizer=optimizer, scheduler=scheduler)
     trained = module
@@ -579,34 +583,34 @@ def optimization(module: ObjectiveModule, cfg: TrainConfig, launch: Launch, warm
     return Optimization(objective_module=module, module=trained, optimizer=optimizer, scheduler=scheduler)
 
 
-def announce(variant: str, cfg: TrainConfig, launch: Launch, warmup: HeadWarmup, *, progress: bool) -> None:
+def announce(variant: str, train_cfg: TrainConfig, launch: Launch, warmup: HeadWarmup, *, progress: bool) -> None:
     """The main process's lines about how the variant trains: its precision and why (training_accelerator is
     quiet), the warm-up's plan, and whether it is sharded."""
     print(f"pretrain {variant}: precision {launch.precision.precision} ({launch.precision.reason})", flush=True)
     if warmup.note:
         print(f"pretrain {variant}: {warmup.note}", flush=True)
-    if progress and cfg.sharding == "fsdp":
+    if progress and train_cfg.sharding == "fsdp":
         print(f"pretrain {variant}: " + (f"sharded across {launch.acc.num_processes} processes (FSDP)"
                                           if launch.sharded else "train.sharding=fsdp with one process: nothing to "
                                           "shard, the model trains whole"), flush=True)
 
 
 # -- one optimizer step ----------------------------------------------------------------------------------------------
-def train_step(run: Training, step: int) -> dict:
+def train_step(training: Training, step: int) -> dict:
     """Steps 1-5 of the module docstring; returns the step's log record."""
-    cfg, acc, objectives, names = run.cfg, run.launch.acc, run.objectives, run.names
-    module, optimizer, scheduler = run.optim.module, run.optim.optimizer, run.optim.scheduler
+    train_cfg, acc, objectives, names = training.train_cfg, training.launch.acc, training.objectives, training.names
+    module, optimizer, scheduler = training.optim.module, training.optim.optimizer, training.optim.scheduler
     world, rank = acc.num_processes, acc.process_index
-    micro = cfg.batch_size // cfg.grad_accum
+    micro = train_cfg.batch_size // train_cfg.grad_accum
     t0 = time.perf_counter()
-    torch.manual_seed(derive_seed(run.seed, step, rank))  # dropout: a function of (seed, step, rank)
-    gen = step_generator(run.seed, step)
+    torch.manual_seed(derive_seed(training.seed, step, rank))  # dropout: a function of (seed, step, rank)
+    gen = step_generator(training.seed, step)
 
     # 1. the global batches, prepared identically on every process
-    batches = {kind: source.next_batch(cfg.batch_size) for kind, source in run.inputs.sources.items()}
+    batches = {kind: source.next_batch(train_cfg.batch_size) for kind, source in training.inputs.sources.items()}
     prepared = {}
-    for name in run.inputs.prepare_order:
-        objective, provider = objectives[name], run.inputs.providers[name]
+    for name in training.inputs.prepare_order:
+        objective, provider = objectives[name], training.inputs.providers[name]
         batch = batches[objective.batch_kind]
         prepared[name] = objective.prepare(batch, gen) if provider is None else \
             objective.prepare_shared(batch, gen, prepared[provider])
@@ -615,9 +619,9 @@ def train_step(run: Training, step: int) -> dict:
     # objectives make from them is made there), labelled; global target counts
     micro_parts = []
     with torch.no_grad(), acc.autocast(), gathered(module):
-        for m in range(cfg.grad_accum):
+        for m in range(train_cfg.grad_accum):
             rows = torch.arange(m * micro + rank, (m + 1) * micro, world)
-            micro_parts.append({n: objectives[n].label(run.model, to_device(prepared[n].rows(rows), acc.device))
+            micro_parts.append({n: objectives[n].label(training.model, to_device(prepared[n].rows(rows), acc.device))
                                 for n in names})
     counts = torch.tensor([sum(p[n].num_targets for p in micro_parts) for n in names], dtype=torch.float64)
     if world > 1:
@@ -627,7 +631,7 @@ def train_step(run: Training, step: int) -> dict:
     # 3. one forward per micro-batch for all objectives; gradients of one big batch
     loss_sums = torch.zeros(len(names), dtype=torch.float64)
     for m, parts in enumerate(micro_parts):
-        sync = m == cfg.grad_accum - 1
+        sync = m == train_cfg.grad_accum - 1
         with nullcontext() if sync else acc.no_sync(module), acc.autocast(), training_fast_path(acc.device):
             losses = module({n: parts[n].tensors for n in names})
             loss = None
@@ -643,88 +647,91 @@ def train_step(run: Training, step: int) -> dict:
 
     # 4. a non-finite loss stops before the update
     if not math.isfinite(loss_total):
-        good = latest_checkpoint(run.layout.ckpt)
+        good = latest_checkpoint(training.layout.ckpt)
         raise NonFiniteLoss(f"loss is {loss_total} at step {step} (lr {scheduler.get_last_lr()[0]:.3g}); the step "
                             f"was not applied. Last good checkpoint: {good or 'none yet'}. Lower train.lr or "
                             f"check the data, then rerun with --resume.")
 
     # 5. update, then the objectives' after-step hooks (EMA, queues). In the new-head warm-up the body's
     # gradients are dropped, so it stays as it is; the clipping norm is the new modules'
-    if run.warmup.warming(step):
-        run.warmup.drop_held_gradients(optimizer)
-    grad_norm = acc.clip_grad_norm_(module.parameters(), cfg.clip)
+    if training.warmup.warming(step):
+        training.warmup.drop_held_gradients(optimizer)
+    grad_norm = acc.clip_grad_norm_(module.parameters(), train_cfg.clip)
     optimizer.step()
     scheduler.step()
     optimizer.zero_grad(set_to_none=True)
     for objective in objectives.values():
-        objective.after_step(run.model)
+        objective.after_step(training.model)
 
     step_tokens = sum(b.num_tokens for b in batches.values())
-    run.tokens += step_tokens
+    training.tokens += step_tokens
     secs = time.perf_counter() - t0
     record = {"step": step, "loss": loss_total, "lr": scheduler.get_last_lr()[0], "grad_norm": float(grad_norm),
-              "tokens_per_s": step_tokens / secs, "tokens": run.tokens}
-    record.update(run.warmup.log_fields(step, optimizer, scheduler))
+              "tokens_per_s": step_tokens / secs, "tokens": training.tokens}
+    record.update(training.warmup.log_fields(step, optimizer, scheduler))
     if len(names) > 1:
         record.update({f"loss/{n}": v for n, v in per_objective.items()})
     # what the batch sources had to cut or skip (truncated pairs, empty sides), cumulative
-    record.update({f"data/{kind}/{k}": v for kind, source in run.inputs.sources.items() for k, v in source.stats.items()
+    record.update({f"data/{kind}/{k}": v for kind, source in training.inputs.sources.items()
+                   for k, v in source.stats.items()
                    if k != "rows"})
     return record
 
 
 # -- evaluation, checkpoints, the final model ------------------------------------------------------------------------
-def evaluate(run: Training, step: int) -> dict[str, float]:
+def evaluate(training: Training, step: int) -> dict[str, float]:
     """The held-out MLM loss per language (fixed rows and masks) and each objective's own evaluation, logged."""
     record = {"step": step}
-    with gathered(run.optim.module):
-        if run.inputs.eval_rows:
-            losses = heldout(run)
+    with gathered(training.optim.module):
+        if training.inputs.eval_rows:
+            losses = heldout(training)
             record.update({f"{HELDOUT_LOSS}{k}": v for k, v in losses.items()},
                           **{f"{HELDOUT_LOSS}mean": sum(losses.values()) / len(losses)})
-        for name, objective in run.objectives.items():
-            scores = objective.evaluate(run.model, run.launch.acc.autocast)
+        for name, objective in training.objectives.items():
+            scores = objective.evaluate(training.model, training.launch.acc.autocast)
             record.update({f"eval/{name}/{k}": v for k, v in scores.items()})
     if len(record) > 1:
-        run.log(record)
+        training.log(record)
     return heldout_losses(record)
 
 
-def heldout(run: Training) -> dict[str, float]:
+def heldout(training: Training) -> dict[str, float]:
     """The held-out MLM loss per language: fixed rows, fixed masks (the same at every evaluation)."""
-    return heldout_mlm_loss(run.model, run.inputs.eval_rows, run.inputs.heldout_mlm, seed=run.seed + 12345,
-                            autocast=run.launch.acc.autocast)
+    return heldout_mlm_loss(training.model, training.inputs.eval_rows, training.inputs.heldout_mlm,
+                            seed=training.seed + 12345,
+                            autocast=training.launch.acc.autocast)
 
 
-def save(run: Training, step: int) -> None:
+def save(training: Training, step: int) -> None:
     """A checkpoint of everything `--resume` needs: weights, optimizer, schedule, objectives' state, data positions."""
-    launch = run.launch
-    weights, objectives_state = whole_state(run)
-    optimizer = optimizer_state(run.optim.objective_module, run.optim.optimizer) \
+    launch = training.launch
+    weights, objectives_state = whole_state(training)
+    optimizer = optimizer_state(training.optim.objective_module, training.optim.optimizer) \
         if launch.sharded or launch.acc.is_main_process else {}
     if launch.acc.is_main_process:
-        save_checkpoint(run.layout.ckpt, step, model=run.model, weights=weights, optimizer_state=optimizer,
-                        scheduler=run.optim.scheduler, objectives_state=objectives_state,
-                        state={"batches": {k: s.state_dict() for k, s in run.inputs.sources.items()},
-                               "tokens": run.tokens, "settings": run.settings,
+        save_checkpoint(training.layout.ckpt, step, model=training.model, weights=weights, optimizer_state=optimizer,
+                        scheduler=training.optim.scheduler, objectives_state=objectives_state,
+                        state={"batches": {k: s.state_dict() for k, s in training.inputs.sources.items()},
+                               "tokens": training.tokens, "settings": training.settings,
                                "precision": launch.precision.precision},
-                        keep=run.cfg.keep_checkpoints)
+                        keep=training.train_cfg.keep_checkpoints)
     launch.acc.wait_for_everyone()
 
 
-def finish(run: Training, last: dict, export: Callable[..., None] | None, *,
+def finish(training: Training, last: dict, export: Callable[..., None] | None, *,
            final_heldout: dict[str, float] | None = None) -> PretrainResult:
     """`final/` (the model, its objectives' trained heads), the final held-out loss and the run's summary.
     `final_heldout`: the final model's, when this process evaluated it after the last step (else computed here)."""
     losses = final_heldout or {}
-    weights, heads = whole_state(run)
+    weights, heads = whole_state(training)
     # the main process alone, or every process when sharded (the layers gather collectively)
-    if final_heldout is None and run.inputs.eval_rows and (run.launch.sharded or run.launch.acc.is_main_process):
-        with gathered(run.optim.module):
-            losses = heldout(run)
-    if run.launch.acc.is_main_process:
-        with atomic_dir(run.layout.final) as tmp:
-            (export or arch_of(run.model).export)(run.model, run.tokenizer, tmp, state_dict=weights)
+    launch = training.launch
+    if final_heldout is None and training.inputs.eval_rows and (launch.sharded or launch.acc.is_main_process):
+        with gathered(training.optim.module):
+            losses = heldout(training)
+    if launch.acc.is_main_process:
+        with atomic_dir(training.layout.final) as tmp:
+            (export or arch_of(training.model).export)(training.model, training.tokenizer, tmp, state_dict=weights)
             # the objectives' own trained modules (a pointer head, a projection head) beside the HF model, so a
             # later run can continue them (e.g. `dwa: {head: <this dir>}`)
             heads = {k: v.detach().contiguous() for k, v in heads.items()}
@@ -732,13 +739,14 @@ def finish(run: Training, last: dict, export: Callable[..., None] | None, *,
                 from safetensors.torch import save_file
 
                 save_file(heads, str(Path(tmp) / "objectives.safetensors"))
-        atomic_write_json(run.layout.summary, {"steps": run.cfg.steps, "last": last, "heldout_loss": losses,
-                                               "processes": run.launch.acc.num_processes,
-                                               "sharding": "fsdp" if run.launch.sharded else "none",
-                                               "precision": run.launch.precision.record(),
-                                               **({"head_warmup": run.warmup.record} if run.warmup.record else {}),
-                                               # what the run was computed from: a rerun reuses it only unchanged
-                                               "settings": run.settings})
-        run.log.close()
-    run.launch.acc.wait_for_everyone()
-    return PretrainResult(run.layout.root, run.layout.final, run.cfg.steps, losses)
+        warmup = {"head_warmup": training.warmup.record} if training.warmup.record else {}
+        atomic_write_json(training.layout.summary, {"steps": training.train_cfg.steps, "last": last,
+                                                    "heldout_loss": losses,
+                                                    "processes": launch.acc.num_processes,
+                                                    "sharding": "fsdp" if launch.sharded else "none",
+                                                    "precision": launch.precision.record(), **warmup,
+                                                    # what the run was computed from: a rerun reuses it only unchanged
+                                                    "settings": training.settings})
+        training.log.close()
+    training.launch.acc.wait_for_everyone()
+    return PretrainResult(training.layout.root, training.layout.final, training.train_cfg.steps, losses)

@@ -1,7 +1,7 @@
 """The vocabulary a continued model is exported with (`vocab.export`).
 
 A variant that continues a pretrained model (`start_from`) in a run whose vocabulary is a trim of the start's
-(`vocab.trim: true`) trains the start's rows of the pieces its corpus uses (pretrain.recipe.load_start_model selects
+(`vocab.trim: true`) trains the start's rows of the pieces its corpus uses (pretrain.variant.load_start_model selects
 them). The trimmed unigram vocabulary segments the corpus exactly as the full one does (vocab/trim.py), so the
 training inputs only ever hold corpus pieces, and that compact model is the start model with ALL its rows whose MLM
 output softmax (and random-replacement tokens) is restricted to the corpus pieces: the one vocabulary-sized

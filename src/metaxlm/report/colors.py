@@ -29,17 +29,17 @@ def colors_for(names: Iterable[str]) -> dict[str, str]:
     return {name: PALETTE[i % len(PALETTE)] for i, name in enumerate(dict.fromkeys(names))}
 
 
-def _pretrained_variants(run: Path) -> list[str]:
+def _pretrained_variants(run_dir: Path) -> list[str]:
     """The variants of a run's pretraining comparison, for a run whose config.yaml does not list them."""
     try:
-        return list(json.loads(RunDir(run).comparison_json.read_text(encoding="utf-8"))["final"])
+        return list(json.loads(RunDir(run_dir).comparison_json.read_text(encoding="utf-8"))["final"])
     except (OSError, ValueError, KeyError, TypeError):
         return []  # the report's pretraining section names a bad file; colours only need the names
 
 
-def run_variant_colors(run: Path, variants: Iterable[str] = ()) -> dict[str, str]:
+def run_variant_colors(run_dir: Path, variants: Iterable[str] = ()) -> dict[str, str]:
     """Colours of one run's variants as the run's own report gives them: config order, then `variants`."""
-    return colors_for([*variant_order(run), *variants])
+    return colors_for([*variant_order(run_dir), *variants])
 
 
 def report_variant_names(run_dirs: list[Path], results: list[ModelResult]) -> dict[Path, dict[str, str]]:

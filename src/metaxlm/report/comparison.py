@@ -362,26 +362,26 @@ def comparison_section(models: list[ModelResult], control: str, fig_dir: Path, c
     return Section(TITLE, blocks)
 
 
-def _find_control(models: list[ModelResult], control: str, run: Path) -> str | None:
+def _find_control(models: list[ModelResult], control: str, run_dir: Path) -> str | None:
     """The report name of the control model: its model name or variant (as the first run names it when two runs
     have models of the same name and the report prefixes them with the run directory)."""
-    for wanted in (control, f"{run.name}/{control}"):
+    for wanted in (control, f"{run_dir.name}/{control}"):
         for m in models:
             if wanted in (m.name, m.variant):
                 return m.name
     return None
 
 
-def comparison_sections(models: list[ModelResult], run: Path, fig_dir: Path,
+def comparison_sections(models: list[ModelResult], run_dir: Path, fig_dir: Path,
                         colors: dict[str, str] | None = None) -> list[Section]:
     """The comparison section when `run`'s config sets `report.control` and there are results; a ConfigError when
     the control is no evaluated model. `colors` (model name -> colour) defaults to the report's palette."""
-    control = report_config(run).control
+    control = report_config(run_dir).control
     if control is None or not models:
         return []
-    name = _find_control(models, control, run)
+    name = _find_control(models, control, run_dir)
     if name is None:
-        raise ConfigError(f"{run / 'config.yaml'}: report.control {control!r} names no evaluated model (final models: "
-                          f"{', '.join(m.name for m in models)}); evaluate it or change report.control")
+        raise ConfigError(f"{run_dir / 'config.yaml'}: report.control {control!r} names no evaluated model "
+                          f"(final models: {', '.join(m.name for m in models)}); evaluate it or change report.control")
     colors = colors if colors is not None else plots.colors_for([m.name for m in models])
     return [comparison_section(models, name, fig_dir, colors)]

@@ -571,17 +571,17 @@ def _notes_section(results: list[ModelResult], run_dirs: list[Path]) -> list[Sec
     return [Section("Notes and provenance", blocks)]
 
 
-def _run_time_line(run: Path) -> str | None:
+def _run_time_line(run_dir: Path) -> str | None:
     from metaxlm.run.clock import hms
     from metaxlm.run.info import run_time
 
-    took = run_time(run)
+    took = run_time(run_dir)
     if took is None:
         return None
     how = [f"{took.stopped} stopped before finishing"] if took.stopped else []
     how += ["the one writing this report still running"] if took.running else []
     stages = ", ".join(f"{stage} {hms(seconds)}" for stage, seconds in took.stage_seconds.items())
-    return (f"`{run}`: {hms(took.seconds)} over {took.invocations} invocation{'s' * (took.invocations != 1)}"
+    return (f"`{run_dir}`: {hms(took.seconds)} over {took.invocations} invocation{'s' * (took.invocations != 1)}"
             + (f" ({'; '.join(how)})" if how else "")
             + f" on {', '.join(took.cpus)}; by stage, summed over invocations: {stages}; "
             + f"code {', '.join(took.commits)}")

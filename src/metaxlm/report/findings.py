@@ -494,12 +494,12 @@ def _check_checkpoints(finding: Finding, a: ModelResult, b: ModelResult, models:
     return checks
 
 
-def run_roles(run: Path) -> dict[str, str]:
+def run_roles(run_dir: Path) -> dict[str, str]:
     """role -> model name from the `report.findings` of `run`'s config.yaml ({} without one)."""
-    roles = report_config(run).findings
+    roles = report_config(run_dir).findings
     unknown = sorted(set(roles) - set(ROLES))
     if unknown:
-        raise DataError(RunDir(run).config, None, f"report.findings: unknown role(s) {', '.join(unknown)} "
+        raise DataError(RunDir(run_dir).config, None, f"report.findings: unknown role(s) {', '.join(unknown)} "
                                                    f"(roles: {', '.join(ROLES)})")
     return roles
 
@@ -620,19 +620,19 @@ def _mean_chance(task: dict) -> float:
     return sum(values) / len(values) if values else math.nan
 
 
-def findings_section(run: Path, results: list[ModelResult], out_dir: Path) -> list[Section]:
+def findings_section(run_dir: Path, results: list[ModelResult], out_dir: Path) -> list[Section]:
     """The findings section of the report on `run`'s results (none when its config names no roles), and
     `out_dir/findings.json` beside report.md (removed when there are no findings, so it never describes an
     older report)."""
-    roles = run_roles(run)
-    checks = check_findings(roles, [r for r in results if r.path.is_relative_to(RunDir(run).eval)])
+    roles = run_roles(run_dir)
+    checks = check_findings(roles, [r for r in results if r.path.is_relative_to(RunDir(run_dir).eval)])
     path = Path(out_dir) / "findings.json"
     if not checks:
         path.unlink(missing_ok=True)
         return []
     counts = Counter(c.verdict for c in checks)
     summary = {v: counts[v] for v in VERDICTS if counts[v]}
-    atomic_write_json(path, {"run": str(run), "roles": roles, "summary": summary,
+    atomic_write_json(path, {"run": str(run_dir), "roles": roles, "summary": summary,
                              "findings": [c.as_json() for c in checks]})
     rows = [[c.finding.claim, c.on, f"{c.finding.source}: {c.finding.paper}", c.measured, c.verdict]
             for c in checks]

@@ -71,11 +71,11 @@ def objective_curves(variant_dir: Path) -> dict[str, tuple[list[int], list[float
     return curves
 
 
-def plot_objective_losses(run: Path, variants: list[str], path: Path, colors: dict[str, str]) -> bool:
+def plot_objective_losses(run_dir: Path, variants: list[str], path: Path, colors: dict[str, str]) -> bool:
     """objective_losses.png: one panel per objective, one line per variant that trains it; False if none logged."""
     panels: dict[str, dict[str, tuple[list[int], list[float]]]] = {}
     for variant in variants:
-        for objective, curve in objective_curves(RunDir(run).variant(variant).root).items():
+        for objective, curve in objective_curves(RunDir(run_dir).variant(variant).root).items():
             panels.setdefault(objective, {})[variant] = curve
     if not panels:
         return False
@@ -285,11 +285,11 @@ def final_tokens(model_dir: Path) -> int | None:
     return tokens[max(tokens)] if tokens else None
 
 
-def pretraining_budget(run: Path, variant: str, step: int | None = None) -> Budget | None:
+def pretraining_budget(run_dir: Path, variant: str, step: int | None = None) -> Budget | None:
     """`variant`'s budget up to `step` (default: its last logged step), None when unknown: no such variant in the
     run's config, no metrics, or no record at that step (the engine logs every `log_every` steps). A model it
     continues counts with its final model's tokens (`final_tokens`)."""
-    variants, layout = run_variants(run), RunDir(run)
+    variants, layout = run_variants(run_dir), RunDir(run_dir)
     if variant not in variants:
         return None
     tokens = tokens_by_step(layout.variant(variant).root)

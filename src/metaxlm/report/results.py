@@ -148,10 +148,10 @@ def load_results(path: Path) -> dict:
     return check_results(data, path)
 
 
-def run_variants(run: Path) -> dict[str, dict]:
+def run_variants(run_dir: Path) -> dict[str, dict]:
     """The variants section of a run's resolved config.yaml, {name: settings} ({} without a readable one)."""
     try:
-        variants = read_yaml(RunDir(run).config.read_text(encoding="utf-8")).get("variants")
+        variants = read_yaml(RunDir(run_dir).config.read_text(encoding="utf-8")).get("variants")
     except (OSError, yaml.YAMLError, AttributeError):
         return {}  # only used for ordering and budgets: without a readable config, neither is known
     if isinstance(variants, list):
@@ -159,24 +159,24 @@ def run_variants(run: Path) -> dict[str, dict]:
     return {k: v if isinstance(v, dict) else {} for k, v in variants.items()} if isinstance(variants, dict) else {}
 
 
-def run_languages(run: Path) -> list[str]:
+def run_languages(run_dir: Path) -> list[str]:
     """The data.languages of a run's resolved config.yaml, in its order ([] without a readable one)."""
     try:
-        languages = (read_yaml(RunDir(run).config.read_text(encoding="utf-8")).get("data") or {}).get("languages")
+        languages = (read_yaml(RunDir(run_dir).config.read_text(encoding="utf-8")).get("data") or {}).get("languages")
     except (OSError, yaml.YAMLError, AttributeError):
         return []  # only used for ordering: without a readable config, the order is the languages' own
     return [lang for lang in languages if isinstance(lang, str)] if isinstance(languages, list) else []
 
 
-def variant_order(run: Path) -> list[str]:
+def variant_order(run_dir: Path) -> list[str]:
     """The run config's variant order (xlm, metaxlm, metaxlm_dict), so tables list models as the paper does."""
-    return list(run_variants(run))
+    return list(run_variants(run_dir))
 
 
-def report_config(run: Path) -> ReportConfig:
+def report_config(run_dir: Path) -> ReportConfig:
     """The `report:` section of a run's resolved config.yaml (comparison control, findings roles); the defaults
     (no comparison, no findings) when the run has no config (e.g. results written by `metaxlm finetune`)."""
-    path = RunDir(run).config
+    path = RunDir(run_dir).config
     if not path.exists():
         return ReportConfig()
     try:

@@ -75,7 +75,7 @@ class VariantDir:
 
     @property
     def exports(self) -> Path:
-        """What pretraining exported for evaluation (metaxlm.pretrain.recipe.export_for_evaluation): the directories
+        """What pretraining exported for evaluation (metaxlm.pretrain.variant.export_for_evaluation): the directories
         of each evaluated intermediate checkpoint's model and tokenizer. Evaluation reads only what it lists."""
         return self.root / "exports.json"
 

@@ -17,7 +17,7 @@ A stamp is written (atomically) only after its stage finished and removed before
 interrupted stage never leaves a stamp that vouches for half-written output. It keeps the parts its fingerprint was
 made of too (`made_of`), so a run that will make the stage again can say what changed (`differences`).
 
-The same mechanism says what a pretraining variant was made from (metaxlm.pretrain.recipe.variant_settings): its
+The same mechanism says what a pretraining variant was made from (metaxlm.pretrain.variant.variant_settings): its
 settings, and its vocabulary, data and start model by `content_digest` — by what they hold, not by where they lie or
 when they were written, so a moved run or a vocabulary made again from touched but unchanged files still matches.
 """

@@ -35,13 +35,13 @@ def draw_sample(spec: CorpusSpec, n_available: int, k: int, rng: np.random.Gener
     return out
 
 
-def train_vocab(corpora: dict[str, CorpusSpec], cfg: VocabConfig, out_dir: str | Path, *, alpha: float,
+def train_vocab(corpora: dict[str, CorpusSpec], vocab_cfg: VocabConfig, out_dir: str | Path, *, alpha: float,
                 seed: int = 0, skip_bad: bool = False, progress: bool = True) -> dict:
     """Train sentencepiece on the α-sampled corpus; write an HF tokenizer dir and `vocab_stats.json`."""
     import sentencepiece as spm
 
     sizes = {lang: count_texts(spec) for lang, spec in corpora.items()}
-    counts = allocate(sizes, alpha, cfg.sample_sentences)
+    counts = allocate(sizes, alpha, vocab_cfg.sample_sentences)
     rng = np.random.default_rng(seed)
     report = SkipReport()
     with atomic_dir(out_dir) as tmp, tempfile.TemporaryDirectory() as work:
@@ -51,8 +51,8 @@ def train_vocab(corpora: dict[str, CorpusSpec], cfg: VocabConfig, out_dir: str |
                 for text in draw_sample(corpora[lang], sizes[lang], counts[lang], rng, report, skip_bad):
                     f.write(text.replace("\n", " ") + "\n")
         spm.SentencePieceTrainer.train(
-            input=str(sample_file), model_prefix=str(Path(work) / "spm"), vocab_size=cfg.size,
-            model_type=cfg.model_type, character_coverage=cfg.character_coverage,
+            input=str(sample_file), model_prefix=str(Path(work) / "spm"), vocab_size=vocab_cfg.size,
+            model_type=vocab_cfg.model_type, character_coverage=vocab_cfg.character_coverage,
             # XLM-R layout: unk=0 bos=1 eos=2, no pad (the HF wrapper adds it).
             unk_id=0, bos_id=1, eos_id=2, pad_id=-1, input_sentence_size=0, shuffle_input_sentence=False,
             seed_sentencepiece_size=1_000_000, num_threads=2,
@@ -62,7 +62,7 @@ def train_vocab(corpora: dict[str, CorpusSpec], cfg: VocabConfig, out_dir: str |
         tok = save_spm_as_hf(Path(work) / "spm.model", tmp)
         stats = {
             "vocab_size": len(tok),
-            "requested_size": cfg.size,
+            "requested_size": vocab_cfg.size,
             "alpha": alpha,
             "corpus_sizes": sizes,
             "sampling_probs": sampling_probs(sizes, alpha),
@@ -72,8 +72,8 @@ def train_vocab(corpora: dict[str, CorpusSpec], cfg: VocabConfig, out_dir: str |
         atomic_write_json(Path(tmp) / "vocab_stats.json", stats)
     if report.skipped:
         print(report.summary())
-    if stats["vocab_size"] < cfg.size:
-        print(f"metaxlm: warning: {short_vocabulary(stats, cfg.sample_sentences)}", file=sys.stderr, flush=True)
+    if stats["vocab_size"] < vocab_cfg.size:
+        print(f"metaxlm: warning: {short_vocabulary(stats, vocab_cfg.sample_sentences)}", file=sys.stderr, flush=True)
     return stats
 
 

@@ -1,4 +1,4 @@
-"""Recipe: pretrain one variant of a run (`metaxlm pretrain CONFIG --variant NAME [--resume]`).
+"""Pretrain one variant of a run (`metaxlm pretrain CONFIG --variant NAME [--resume]`).
 
 Reads the run's vocabulary and prepared data, builds the variant's starting model — from scratch (XLM), initialized
 from the meta-pretrained English model through vocabulary matching (MetaXLM), or another variant's output / an HF
@@ -82,8 +82,8 @@ def _ensure_meta_model(cfg: RunConfig, *, progress: bool = True) -> Path:
         raise MetaXLMError(f"meta.source=pretrain needs prepared {cfg.data.pivot} text in {run.prepared}")
     heldout = {k: v for k, v in load_prepared(run.prepared, "heldout").items() if k == cfg.data.pivot}
     result = pretrain(model=build_mlm(cfg.model, tokenizer, seed=cfg.seed), tokenizer=tokenizer, train_data=english,
-                      heldout_data=heldout, cfg=cfg.meta_train, alpha=cfg.data.alpha, seed=cfg.seed, out_dir=out.root,
-                      progress=progress)
+                      heldout_data=heldout, train_cfg=cfg.meta_train, alpha=cfg.data.alpha, seed=cfg.seed,
+                      out_dir=out.root, progress=progress)
     return result.final_dir
 
 
@@ -432,7 +432,7 @@ def _run_pretrain(cfg: RunConfig, variant: str, *, resume: bool, resume_from: st
                       f"this variant starts from random weights: the labels will be noise at first (XLM-Align "
                       f"continues a pretrained encoder; give start_from or init)", stacklevel=2)
     return pretrain(model=model, tokenizer=tokenizer, train_data=train_data, heldout_data=load_prepared(
-                    run.prepared, "heldout"), cfg=train, alpha=cfg.data.alpha, seed=cfg.seed_for(variant),
+                    run.prepared, "heldout"), train_cfg=train, alpha=cfg.data.alpha, seed=cfg.seed_for(variant),
                     out_dir=run.variant(variant).root, resume=resume, resume_from=resume_from, progress=progress,
                     objectives=objectives, parallel_data=load_prepared(run.prepared, "parallel"),
                     export=full.export if full else None,
