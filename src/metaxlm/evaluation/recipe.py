@@ -161,7 +161,7 @@ def _cached(path: Path, fingerprint: str, compute, *args, **kwargs) -> dict:
     its finished fine-tuning runs — and a stale one is a wrong number. The finished runs themselves (hours each,
     archived across machines in evaluate.finished_runs) are reused whatever code is running: each records the code
     and commit it was made by, and a task entry with runs of other code than this evaluation's says which in its
-    note (metaxlm.finetune.scenarios). To recompute anyway, delete the part (or the run's record)."""
+    note (metaxlm.finetune.summaries). To recompute anyway, delete the part (or the run's record)."""
     return stamps.get_or_compute(path, fingerprint, lambda: compute(*args, **kwargs), code=PART_CODE,
                                  what="evaluate", writing=_writing_results)
 
