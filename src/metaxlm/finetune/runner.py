@@ -44,18 +44,24 @@ class TrainingRunner:
         self.store = store if store is not None else RunStore()
         self.details: list[dict] = []
         self.chance: dict[str, float] = {}  # test language -> the majority-class score (Task.constant_predictions)
+        self._scorer: Task | None = None  # an unfitted task, for the majority-class scores
 
-    def new_task(self, train_items: list) -> Task:
+    def _task(self) -> Task:
         task = get_task(self.spec.type)(self.tokenizer, self.spec.hyperparameters)
         task.spec = self.spec  # settings a task type may read (QA normalization, translation direction, ...)
         task.normalization = self.spec.qa_normalization
+        return task
+
+    def new_task(self, train_items: list) -> Task:
+        task = self._task()
         task.fit_labels([ex for item in train_items for ex in (item if isinstance(item, tuple) else (item,))])
         return task
 
     def note_chance(self, tests: dict[str, list]) -> None:
         """The majority-class score of each test language not seen yet (a task type without one: none)."""
-        task = get_task(self.spec.type)(self.tokenizer, self.spec.hyperparameters)
-        task.spec, task.normalization = self.spec, self.spec.qa_normalization
+        if self._scorer is None:
+            self._scorer = self._task()
+        task = self._scorer
         for lang, examples in tests.items():
             if lang not in self.chance and (constant := task.constant_predictions(examples)) is not None:
                 self.chance[lang] = task.score(examples, constant, metric=self.spec.metric, lang=lang)
