@@ -724,8 +724,8 @@ def finish(training: Training, last: dict, export: Callable[..., None] | None, *
     `final_heldout`: the final model's, when this process evaluated it after the last step (else computed here)."""
     losses = final_heldout or {}
     weights, heads = whole_state(training)
-    # the main process alone, or every process when sharded (the layers gather collectively)
     launch = training.launch
+    # the main process alone, or every process when sharded (the layers gather collectively)
     if final_heldout is None and training.inputs.eval_rows and (launch.sharded or launch.acc.is_main_process):
         with gathered(training.optim.module):
             losses = heldout(training)
@@ -748,5 +748,5 @@ def finish(training: Training, last: dict, export: Callable[..., None] | None, *
                                                     # what the run was computed from: a rerun reuses it only unchanged
                                                     "settings": training.settings})
         training.log.close()
-    training.launch.acc.wait_for_everyone()
+    launch.acc.wait_for_everyone()
     return PretrainResult(training.layout.root, training.layout.final, training.train_cfg.steps, losses)
